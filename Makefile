@@ -1,0 +1,39 @@
+# Thin wrappers over the go command; `go test ./...` alone runs every test.
+GO ?= go
+
+.PHONY: all generate check-generate build test race vet lint fuzz
+
+all: check-generate lint test
+
+# Regenerate gen/ from schema/ (the workflow for any schema change).
+generate:
+	$(GO) generate ./...
+
+# Fail when the checked-in generated code differs from a fresh generation.
+check-generate: generate
+	@git diff --exit-code -- gen/ || { echo "gen/ is stale: run 'make generate' and commit the result" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- gen/)" || { git status --porcelain -- gen/ >&2; echo "gen/ has files that are not committed" >&2; exit 1; }
+
+build:
+	$(GO) build -o bin/mcp-simple-aggregator ./cmd/mcp-simple-aggregator
+
+test:
+	$(GO) test ./...
+
+race:
+	$(GO) test -race ./...
+
+vet:
+	$(GO) vet ./...
+
+# gofmt, vet, and vet for the other operating systems the program supports.
+lint: vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go') >&2; echo "gofmt needed on the files above" >&2; exit 1; }
+	GOOS=darwin $(GO) vet ./...
+	GOOS=windows $(GO) vet ./...
+
+# A short run of every fuzz target (their seed corpora run with `go test`).
+FUZZTIME ?= 15s
+fuzz:
+	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)

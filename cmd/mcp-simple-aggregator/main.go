@@ -1,0 +1,152 @@
+// Command mcp-simple-aggregator starts the MCP servers of a Claude-style configuration file and
+// serves all of their tools to one MCP client over stdio, each prefixed with its server's key.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the configuration or the start-up failed
+	exitUsage = 2 // the command line is wrong
+)
+
+const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
+
+Starts every MCP server listed in FILE as a child process and serves all of their
+tools to one MCP client over standard input and output, each tool named after its
+server's key: the tool "search_code" of the server "sourcebot" becomes
+"sourcebot:search_code".
+
+Flags:
+%s
+Example FILE (the format of claude_desktop_config.json and .mcp.json):
+
+  {
+    "mcpServers": {
+      "memory": {
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-memory"]
+      },
+      "github": {
+        "command": "github-mcp-server",
+        "args": ["stdio"],
+        "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}
+      }
+    }
+  }
+
+"$VAR", "${VAR}" and "${VAR:-default}" in "command", "args" and "env" values are
+replaced by environment variables; "$$" is a literal "$". A variable that is not
+set stops the start-up with its name.
+
+Clients that call the Anthropic or OpenAI APIs (Claude Desktop, Cursor, ...)
+reject ":" in tool names: use --separator __ for them.
+
+Exit status: 0 after a clean shutdown, 1 when the configuration or a server
+fails to start, 2 when the command line is wrong.
+`
+
+// options are the parsed command line.
+type options struct {
+	configPath     string
+	separator      string
+	startupTimeout time.Duration
+	debug          bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, code, done := parseFlags(args, stdout, stderr)
+	if done {
+		return code
+	}
+	level := slog.LevelWarn
+	if opts.debug {
+		level = slog.LevelDebug
+	}
+	log := logging.New(stderr, level)
+
+	cfg, warnings, err := config.Load(opts.configPath, os.LookupEnv)
+	for _, w := range warnings {
+		log.Warn(w.String())
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
+	return exitOK
+}
+
+// parseFlags parses the command line. When done is true the program ends with code: after
+// --help or --version (printed on stdout, as asked for) or after a usage error (on stderr).
+func parseFlags(args []string, stdout, stderr io.Writer) (opts options, code int, done bool) {
+	fs := flag.NewFlagSet("mcp-simple-aggregator", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&opts.configPath, "config", "", "the configuration `FILE` (required)")
+	fs.StringVar(&opts.separator, "separator", ":", "the text between a server's key and its tool names, such as `__`")
+	fs.DurationVar(&opts.startupTimeout, "startup-timeout", 30*time.Second,
+		"how long each server may take to start and list its tools, such as `60s`")
+	fs.BoolVar(&opts.debug, "debug", false, "also log lifecycle events and traffic summaries on stderr")
+	version := fs.Bool("version", false, "print the version and exit")
+	usage := func(w io.Writer) {
+		var b strings.Builder
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		fmt.Fprintf(w, usageText, b.String())
+	}
+	fail := func(format string, a ...any) (options, int, bool) {
+		usage(stderr)
+		fmt.Fprintf(stderr, "\nmcp-simple-aggregator: "+format+"\n", a...)
+		return opts, exitUsage, true
+	}
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return opts, exitOK, true
+		}
+		return fail("%v", err)
+	}
+	switch {
+	case *version:
+		fmt.Fprintf(stdout, "mcp-simple-aggregator %s\n", buildVersion())
+		return opts, exitOK, true
+	case fs.NArg() > 0:
+		return fail("unexpected argument %q: give the configuration file with --config FILE", fs.Arg(0))
+	case opts.configPath == "":
+		return fail("--config is required: give the path of the configuration file, such as --config ~/mcp-servers.json")
+	case opts.separator == "":
+		return fail("--separator must not be empty")
+	case opts.startupTimeout <= 0:
+		return fail("--startup-timeout must be positive, such as 30s")
+	}
+	return opts, exitOK, false
+}
+
+// buildVersion is the module version the binary was built from: the tag for `go install
+// ...@v1.2.3`, "(devel)" for a build from a work tree.
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,100 @@
+// Package config loads the configuration file: it reads it, parses the JSON, validates the raw
+// document against the schema in schema/, decodes it into the generated types of gen/config,
+// converts those at once into the small domain types below and expands environment
+// references. Nothing may be started before Load has returned without error.
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Config is a loaded, validated and expanded configuration.
+type Config struct {
+	// File is the path the configuration was read from, as given.
+	File string
+	// Servers are the configured servers, sorted by key.
+	Servers []Server
+}
+
+// Server is one configured stdio server, with every environment reference expanded.
+type Server struct {
+	// Key is the server's key in "mcpServers", exactly as written.
+	Key string
+	// Command is the program to run; it is executed directly, never by a shell.
+	Command string
+	// Args are the program's arguments.
+	Args []string
+	// Env holds the variables to add to the aggregator's environment for this server.
+	Env map[string]string
+}
+
+// Problem is one thing wrong with a configuration file, at a place in it.
+type Problem struct {
+	// Pointer is the JSON Pointer (RFC 6901) of the value the problem is about; "" is the
+	// whole document.
+	Pointer string
+	// Message says what is wrong and, where it helps, what to do.
+	Message string
+}
+
+// Error is a configuration that cannot be used. Its message has one line per problem, each
+// as "<file>: <pointer>: <message>", followed by a hint when there is one.
+type Error struct {
+	File     string
+	Problems []Problem
+	// Hint is a closing line that says what to do about all the problems together.
+	Hint string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(formatProblem(e.File, p))
+	}
+	if e.Hint != "" {
+		b.WriteByte('\n')
+		b.WriteString(e.Hint)
+	}
+	return b.String()
+}
+
+// Warning is a part of the configuration that is ignored.
+type Warning struct {
+	File string
+	Problem
+}
+
+func (w Warning) String() string { return formatProblem(w.File, w.Problem) }
+
+func formatProblem(file string, p Problem) string {
+	ptr := p.Pointer
+	if ptr == "" {
+		// The empty pointer is the whole document; "/" reads better and cannot be confused
+		// with anything the schema allows to be wrong (a top-level "" key is ignored).
+		ptr = "/"
+	}
+	return fmt.Sprintf("%s: %s: %s", file, ptr, p.Message)
+}
+
+// pointer builds a JSON Pointer from reference tokens, escaping "~" and "/" (RFC 6901).
+func pointer(tokens ...string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+	}
+	return b.String()
+}
+
+// serverPrefix names the server a pointer is about, so that the key is readable even when the
+// pointer has to escape it.
+func serverPrefix(tokens []string) string {
+	if len(tokens) >= 2 && tokens[0] == "mcpServers" {
+		return fmt.Sprintf("server %q: ", tokens[1])
+	}
+	return ""
+}

@@ -1,0 +1,125 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestExpand(t *testing.T) {
+	env := lookupIn("A=alpha\nB=beta\nEMPTY=\nDOLLAR=$B\nBRACE=}")
+	tests := []struct {
+		in, want string
+		missing  []string
+	}{
+		{"", "", nil},
+		{"plain", "plain", nil},
+		{"$A", "alpha", nil},
+		{"${A}", "alpha", nil},
+		{"x$A.y", "xalpha.y", nil},
+		{"$A$B", "alphabeta", nil},
+		{"${A}_${B}", "alpha_beta", nil},
+		{"$A_B", "", []string{"A_B"}},
+		{"${A}_B", "alpha_B", nil},
+		{"${EMPTY}", "", nil},
+		{"${EMPTY:-d}", "d", nil},
+		{"${A:-d}", "alpha", nil},
+		{"${X:-d}", "d", nil},
+		{"${X:-}", "", nil},
+		{"${X:-$A}", "alpha", nil},
+		{"${X:-${Y:-$B}}", "beta", nil},
+		{"${X:-${Y}}", "", []string{"Y"}},
+		{"${A:-$Y}", "alpha", nil}, // the default is not expanded when it is not used
+		{"${X:-a}b}", "ab}", nil},
+		{"${X:-$$}", "$", nil},
+		{"$DOLLAR", "$B", nil}, // values are not expanded again
+		{"${BRACE}", "}", nil},
+		{"$$", "$", nil},
+		{"$$A", "$A", nil},
+		{"$$$A", "$alpha", nil},
+		{"$", "$", nil},
+		{"a$", "a$", nil},
+		{"$1", "$1", nil},
+		{"$-", "$-", nil},
+		{"${", "${", nil},
+		{"${}", "${}", nil},
+		{"${A", "${A", nil},
+		{"${A:-", "${A:-", nil},
+		{"${A-x}", "${A-x}", nil},
+		{"${A:=x}", "${A:=x}", nil},
+		{"${1}", "${1}", nil},
+		{"$(id)", "$(id)", nil},
+		{"$X $Y $X", "  ", []string{"X", "Y"}},
+		{"ü$A€", "üalpha€", nil},
+	}
+	for _, tt := range tests {
+		got, missing := Expand(tt.in, env)
+		if got != tt.want || !slices.Equal(missing, tt.missing) {
+			t.Errorf("Expand(%q) = %q, missing %q; want %q, missing %q", tt.in, got, missing, tt.want, tt.missing)
+		}
+	}
+}
+
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"", "$A", "${A}", "${A:-d}", "${X:-${Y:-$A}}", "$$", "${", "a $ b", "${A:-}}", "$$$$A"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		setAll := func(name string) (string, bool) { return "<" + name + ">", true }
+		setNone := func(string) (string, bool) { return "", false }
+
+		out, missing := Expand(s, setAll)
+		if len(missing) != 0 {
+			t.Fatalf("Expand(%q) with every variable set reported missing %q", s, missing)
+		}
+		if !strings.Contains(s, "$") && out != s {
+			t.Fatalf("Expand(%q) = %q, want the input unchanged", s, out)
+		}
+		if again, _ := Expand(s, setAll); again != out {
+			t.Fatalf("Expand(%q) is not deterministic: %q then %q", s, out, again)
+		}
+		_, missing = Expand(s, setNone)
+		for i, name := range missing {
+			if !strings.Contains(s, name) || name == "" || !isNameStart(name[0]) || slices.Contains(missing[:i], name) {
+				t.Fatalf("Expand(%q) reported missing %q: not a distinct name from the input", s, missing)
+			}
+		}
+	})
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"mcpServers": {}}`,
+		`{"mcpServers": {"a": {"command": "x", "args": ["$A"], "env": {"K": "${B:-c}"}}}}`,
+		`{"mcpServers": {"a": {"url": "http://x"}}}`,
+		`{"mcpServers": {"": {"command": ""}}}`,
+		`{"mcpServers": {"a": {"command": "x", "cwd": "/"}}}`,
+		`{"mcpServers": [`,
+		`[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lookup := lookupIn("A=1")
+		cfg, warnings, err := Parse("c.json", data, lookup)
+		for _, w := range warnings {
+			if !strings.HasPrefix(w.String(), "c.json: /mcpServers/") {
+				t.Fatalf("warning %q does not name the file and the server", w)
+			}
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "c.json") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		for i, s := range cfg.Servers {
+			if s.Key == "" || s.Command == "" {
+				t.Fatalf("server %d has an empty key or command: %+v", i, s)
+			}
+			if i > 0 && cfg.Servers[i-1].Key >= s.Key {
+				t.Fatalf("servers not sorted by key: %q before %q", cfg.Servers[i-1].Key, s.Key)
+			}
+		}
+	})
+}

@@ -1,0 +1,96 @@
+// Package logging writes the program's log lines to stderr in a form meant for people reading a
+// client's server log: one line per record, "mcp-simple-aggregator: <level>: <message>", then
+// the attributes as key=value. Standard output is never used: it belongs to the protocol.
+package logging
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Name is the prefix of every line.
+const Name = "mcp-simple-aggregator"
+
+// Handler is a slog.Handler that writes one line per record.
+type Handler struct {
+	mu    *sync.Mutex
+	w     io.Writer
+	level slog.Leveler
+	attrs string // preformatted attributes of WithAttrs
+	group string
+}
+
+// New returns a logger writing to w records at level and above.
+func New(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(&Handler{mu: new(sync.Mutex), w: w, level: level})
+}
+
+func (h *Handler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
+
+func (h *Handler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(Name)
+	b.WriteString(": ")
+	switch {
+	case r.Level >= slog.LevelError:
+		b.WriteString("error: ")
+	case r.Level >= slog.LevelWarn:
+		b.WriteString("warning: ")
+	case r.Level < slog.LevelInfo:
+		b.WriteString("debug: ")
+	}
+	b.WriteString(r.Message)
+	b.WriteString(h.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		appendAttr(&b, h.group, a)
+		return true
+	})
+	b.WriteByte('\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	var b strings.Builder
+	b.WriteString(h.attrs)
+	for _, a := range attrs {
+		appendAttr(&b, h.group, a)
+	}
+	h2 := *h
+	h2.attrs = b.String()
+	return &h2
+}
+
+func (h *Handler) WithGroup(name string) slog.Handler {
+	h2 := *h
+	h2.group = h.group + name + "."
+	return &h2
+}
+
+func appendAttr(b *strings.Builder, group string, a slog.Attr) {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		for _, ga := range a.Value.Group() {
+			appendAttr(b, group+a.Key+".", ga)
+		}
+		return
+	}
+	b.WriteByte(' ')
+	b.WriteString(group)
+	b.WriteString(a.Key)
+	b.WriteByte('=')
+	s := a.Value.String()
+	if s == "" || strings.ContainsAny(s, " \t\n\"=") || !strconv.CanBackquote(s) {
+		s = strconv.Quote(s)
+	}
+	b.WriteString(s)
+}
