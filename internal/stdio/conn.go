@@ -1,0 +1,294 @@
+// Package stdio carries newline-delimited JSON-RPC (the MCP stdio transport) over a pair of
+// pipes, as an mcp.Connection for the SDK's sessions.
+//
+// It differs from the SDK's own stdio and IO transports where a proxy needs it to:
+//   - a line that is not a JSON-RPC message does not end the session: it is handed to a
+//     callback (which answers the client with a JSON-RPC error, or logs a child's garbage) and
+//     reading goes on;
+//   - the line limit is the caller's (the SDK's transport for child processes is fixed at
+//     16 MiB), and a line over it is dropped and reported, not fatal;
+//   - a result can be written exactly as it was received (see Conn.Raw), without the SDK
+//     decoding and re-encoding it;
+//   - a notification can be sent outside the SDK's session (see Conn.Notify).
+package stdio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxMessageSize is the default limit on one message, in bytes.
+const DefaultMaxMessageSize = 64 << 20
+
+// ErrTooLarge is given to Options.BadLine for a line longer than the limit.
+var ErrTooLarge = errors.New("message larger than the limit")
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	// MaxMessageSize limits one incoming line; 0 means DefaultMaxMessageSize.
+	MaxMessageSize int
+	// BadLine is called, from the reading goroutine, for each incoming line that is not a
+	// JSON-RPC message (err says why) or is larger than MaxMessageSize (err is ErrTooLarge, and
+	// line holds only the beginning of it). Reading goes on afterwards. Nil ignores them.
+	BadLine func(c *Conn, line []byte, err error)
+	// Received is called for every message read, before the session sees it. It must not
+	// block.
+	Received func(jsonrpc.Message)
+}
+
+// Conn is an mcp.Connection over a reader and a writer carrying one JSON-RPC message per line.
+// Its Read must be called from one goroutine at a time (the SDK does so); Write and Close may
+// be called concurrently.
+type Conn struct {
+	opts Options
+	r    *bufio.Reader
+	rc   io.Closer
+	w    io.Writer
+	wc   io.Closer
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	closeMu sync.Once
+	closed  chan struct{}
+
+	rawMu  sync.Mutex
+	rawSeq atomic.Uint64
+	raws   map[string][]byte
+}
+
+// New returns a Conn reading messages from r and writing them to w. Close closes both when
+// they are io.Closers.
+func New(r io.Reader, w io.Writer, opts *Options) *Conn {
+	c := &Conn{r: bufio.NewReaderSize(r, 64<<10), w: w, closed: make(chan struct{}), raws: map[string][]byte{}}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.MaxMessageSize <= 0 {
+		c.opts.MaxMessageSize = DefaultMaxMessageSize
+	}
+	c.rc, _ = r.(io.Closer)
+	c.wc, _ = w.(io.Closer)
+	return c
+}
+
+var _ mcp.Connection = (*Conn)(nil)
+
+// Transport returns an mcp.Transport whose Connect returns c. A Conn, like a pipe, can be
+// connected once.
+func (c *Conn) Transport() mcp.Transport { return transport{c} }
+
+type transport struct{ c *Conn }
+
+func (t transport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
+
+// SessionID implements mcp.Connection: stdio sessions have no ID.
+func (c *Conn) SessionID() string { return "" }
+
+// Read returns the next JSON-RPC message. Lines that are not messages go to Options.BadLine.
+// At the end of the input it returns io.EOF.
+func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		line, err := c.readLine()
+		if err != nil {
+			select {
+			case <-c.closed:
+				return nil, io.EOF
+			default:
+			}
+			if errors.Is(err, ErrTooLarge) {
+				c.bad(line, err)
+				continue
+			}
+			return nil, err
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue // blank lines carry nothing
+		}
+		msg, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
+			c.bad(line, err)
+			continue
+		}
+		if c.opts.Received != nil {
+			c.opts.Received(msg)
+		}
+		return msg, nil
+	}
+}
+
+func (c *Conn) bad(line []byte, err error) {
+	if c.opts.BadLine != nil {
+		c.opts.BadLine(c, line, err)
+	}
+}
+
+// readLine returns the next line without its newline. A line over the limit is consumed up to
+// its end and returned truncated with ErrTooLarge. The returned slice may point into the
+// reader's buffer: it is valid until the next call.
+func (c *Conn) readLine() ([]byte, error) {
+	frag, err := c.r.ReadSlice('\n')
+	if err == nil {
+		return frag[:len(frag)-1], nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		if len(frag) > 0 && errors.Is(err, io.EOF) {
+			return frag, nil // a last line without newline
+		}
+		return nil, err
+	}
+	// A line longer than the buffer: collect it.
+	line := append([]byte(nil), frag...)
+	for {
+		frag, err = c.r.ReadSlice('\n')
+		if len(line)+len(frag) > c.opts.MaxMessageSize+1 {
+			head := line[:min(len(line), 256)]
+			for errors.Is(err, bufio.ErrBufferFull) { // skip the rest of the line
+				_, err = c.r.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return head, ErrTooLarge
+		}
+		line = append(line, frag...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return line, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Write writes msg as one line. A response whose result is a placeholder from Raw is written
+// with the placeholder's bytes as its result.
+func (c *Conn) Write(_ context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil && bytes.HasPrefix(resp.Result, rawPrefix) {
+		c.rawMu.Lock()
+		data, found := c.raws[string(resp.Result)]
+		delete(c.raws, string(resp.Result))
+		c.rawMu.Unlock()
+		if found {
+			id, err := json.Marshal(resp.ID.Raw())
+			if err != nil {
+				return err
+			}
+			return c.writeParts([]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), data, []byte("}\n"))
+		}
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeParts(data, []byte("\n"))
+}
+
+// WriteRaw writes an already encoded message (one line of JSON, without its newline).
+func (c *Conn) WriteRaw(data []byte) error { return c.writeParts(data, []byte("\n")) }
+
+// Notify writes a notification outside any session, such as the aggregator's own
+// "notifications/tools/list_changed".
+func (c *Conn) Notify(method string) error {
+	return c.WriteRaw([]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `}`))
+}
+
+func (c *Conn) writeParts(parts ...[]byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.closed:
+		return fmt.Errorf("write: %w", io.ErrClosedPipe)
+	default:
+	}
+	// Small messages are joined into one write; a large part is written on its own instead of
+	// being copied.
+	buf := c.wbuf[:0]
+	for _, p := range parts {
+		if len(p) > 64<<10 {
+			if len(buf) > 0 {
+				if _, err := c.w.Write(buf); err != nil {
+					return err
+				}
+				buf = buf[:0]
+			}
+			if _, err := c.w.Write(p); err != nil {
+				return err
+			}
+			continue
+		}
+		buf = append(buf, p...)
+	}
+	if len(buf) > 0 {
+		if _, err := c.w.Write(buf); err != nil {
+			return err
+		}
+	}
+	if cap(buf) <= 1<<20 {
+		c.wbuf = buf[:0]
+	}
+	return nil
+}
+
+var rawPrefix = []byte(`"\u0000raw:`)
+
+// Raw returns a placeholder for data, an encoded JSON value: when a response whose result
+// encodes as the placeholder is written by this Conn, data is written in its place, as it is.
+// The SDK's encoder would otherwise re-scan and copy every result (twice), and compact its
+// whitespace. Call it from the result's MarshalJSON, which the SDK calls just before it writes
+// the response, so that no placeholder outlives its response.
+func (c *Conn) Raw(data []byte) json.RawMessage {
+	key := string(rawPrefix) + strconv.FormatUint(c.rawSeq.Add(1), 10) + `"`
+	c.rawMu.Lock()
+	c.raws[key] = data
+	c.rawMu.Unlock()
+	return json.RawMessage(key)
+}
+
+// Close closes the reader and the writer. It may be called more than once.
+func (c *Conn) Close() error {
+	c.closeMu.Do(func() { close(c.closed) })
+	c.wmu.Lock() // not in the middle of a write
+	defer c.wmu.Unlock()
+	var err error
+	if c.wc != nil {
+		err = c.wc.Close()
+	}
+	if c.rc != nil {
+		if rerr := c.rc.Close(); err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// CloseRead closes only the reader: no more messages are read, but the peer's input stays
+// open (for a child, closing its stdin is part of stopping it, which is its owner's call).
+func (c *Conn) CloseRead() error {
+	c.closeMu.Do(func() { close(c.closed) })
+	if c.rc != nil {
+		return c.rc.Close()
+	}
+	return nil
+}
+
+// Done is closed when Close or CloseRead has been called.
+func (c *Conn) Done() <-chan struct{} { return c.closed }
