@@ -94,3 +94,18 @@ func appendAttr(b *strings.Builder, group string, a slog.Attr) {
 	}
 	b.WriteString(s)
 }
+
+// Sync returns a writer that passes each Write to w whole, one at a time, so that lines from
+// several sources (the log, the children's stderr) never interleave.
+func Sync(w io.Writer) io.Writer { return &syncWriter{w: w} }
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

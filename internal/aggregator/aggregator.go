@@ -1,0 +1,359 @@
+// Package aggregator is the routing core: it starts the configured servers, keeps the catalog
+// of their tools under prefixed names, and serves that catalog to one MCP client, routing each
+// call to the child that owns the tool and carrying arguments and results through unchanged.
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// Options configure an Aggregator.
+type Options struct {
+	// Separator goes between a server's key and its tool names.
+	Separator string
+	// StartupTimeout bounds each child's start: spawn, initialize and listing.
+	StartupTimeout time.Duration
+	// MaxMessageSize limits one message in each direction; 0 means stdio.DefaultMaxMessageSize.
+	MaxMessageSize int
+	// ShutdownGrace is how long a child is given at each step of stopping it.
+	ShutdownGrace time.Duration
+	// Version is reported to the client and the children.
+	Version string
+	// Log receives the aggregator's own records.
+	Log *slog.Logger
+	// Stderr receives the children's stderr lines, prefixed with their keys.
+	Stderr io.Writer
+}
+
+// Aggregator serves the tools of a set of child servers.
+type Aggregator struct {
+	opts    Options
+	log     *slog.Logger
+	stderr  io.Writer
+	cfgPath string
+	servers []*server
+
+	catalog atomic.Pointer[catalog]
+	mu      sync.Mutex // serialises catalog changes
+
+	up        *stdio.Conn
+	upSession atomic.Pointer[mcp.ServerSession]
+	ready     atomic.Bool // the client has sent notifications/initialized
+	notify    *debouncer
+	closeOnce sync.Once
+}
+
+// chainVar lists the configuration files of the aggregators above this one, so that a
+// configuration that starts itself again is caught instead of recursing.
+const chainVar = "MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN"
+
+// Start starts every server of cfg in parallel and returns once all of them have initialized
+// and listed their tools. If any fails, the others are stopped and the error describes every
+// failure.
+func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, error) {
+	if opts.Separator == "" {
+		opts.Separator = ":"
+	}
+	if opts.StartupTimeout <= 0 {
+		opts.StartupTimeout = 30 * time.Second
+	}
+	if opts.MaxMessageSize <= 0 {
+		opts.MaxMessageSize = stdio.DefaultMaxMessageSize
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 2 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File)}
+	if err := a.checkLoop(); err != nil {
+		return nil, err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, opts.StartupTimeout)
+	defer cancel()
+	servers := make([]*server, len(cfg.Servers))
+	errs := make([]error, len(cfg.Servers))
+	var wg sync.WaitGroup
+	for i, sc := range cfg.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			servers[i], errs[i] = a.startServer(ctx, sc)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("server %q: %w", sc.Key, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range servers {
+		if s != nil {
+			a.servers = append(a.servers, s)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("%s: start-up failed, every server was stopped:\n%w", cfg.File, err)
+	}
+	cat, err := buildCatalog(a.servers, opts.Separator)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	a.catalog.Store(cat)
+	if warning := nameWarning(cat, opts.Separator); warning != "" {
+		a.log.Warn(warning)
+	}
+	for _, s := range a.servers {
+		s.log.Debug("ready", "tools", len(s.tools))
+		go a.watch(s)
+	}
+	return a, nil
+}
+
+// childEnv is the aggregator's environment with a server's env on top (the server's values
+// win), plus the loop-detection chain.
+func (a *Aggregator) childEnv(env map[string]string) []string {
+	base := os.Environ()
+	out := make([]string, 0, len(base)+len(env)+1)
+	over := map[string]bool{chainVar: true}
+	for name := range env {
+		over[envKey(name)] = true
+	}
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if !over[envKey(name)] {
+			out = append(out, kv)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, name+"="+env[name])
+	}
+	chain := a.cfgPath
+	if parent := os.Getenv(chainVar); parent != "" {
+		chain = parent + string(os.PathListSeparator) + a.cfgPath
+	}
+	return append(out, chainVar+"="+chain)
+}
+
+// envKey is how the OS compares environment names: without case on Windows.
+func envKey(name string) string {
+	if runtime.GOOS == "windows" {
+		return strings.ToUpper(name)
+	}
+	return name
+}
+
+// checkLoop fails when an aggregator above this one serves the same configuration file: its
+// servers would start this one again, forever.
+func (a *Aggregator) checkLoop() error {
+	chain := os.Getenv(chainVar)
+	if chain == "" {
+		return nil
+	}
+	files := filepath.SplitList(chain)
+	if !slices.Contains(files, a.cfgPath) {
+		return nil
+	}
+	return fmt.Errorf("%s: configuration loop: this file is already served by an mcp-simple-aggregator above this one (%s -> %s); "+
+		"a server in it starts mcp-simple-aggregator on the same file again: remove that server, or give it another configuration file",
+		a.cfgPath, strings.Join(files, " -> "), a.cfgPath)
+}
+
+func canonicalPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return path
+}
+
+// Serve serves the catalog to one client over in and out until in ends, ctx is cancelled or
+// the connection fails.
+func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	a.up = stdio.New(in, out, &stdio.Options{
+		MaxMessageSize: a.opts.MaxMessageSize,
+		BadLine:        a.badClientLine,
+		Received:       a.received,
+	})
+	a.notify = newDebouncer(10*time.Millisecond, func() {
+		if a.ready.Load() {
+			if err := a.up.Notify("notifications/tools/list_changed"); err != nil {
+				a.log.Debug("notify list_changed", "error", err)
+			}
+		}
+	})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"},
+		InitializedHandler:        a.initialized,
+		Logger:                    slog.New(slog.DiscardHandler),
+	})
+	srv.AddReceivingMiddleware(a.route)
+	session, err := srv.Connect(ctx, a.up.Transport(), nil)
+	if err != nil {
+		return err
+	}
+	a.upSession.Store(session)
+	done := make(chan error, 1)
+	go func() { done <- session.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		session.Close()
+		err = ctx.Err()
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// received sees every message from the client before the SDK does: list_changed may be sent
+// only once the client has said it is initialized.
+func (a *Aggregator) received(msg jsonrpc.Message) {
+	if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/initialized" {
+		a.ready.Store(true)
+	}
+}
+
+// Close stops every child; it returns when all of them have exited.
+func (a *Aggregator) Close() {
+	a.closeOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, s := range a.servers {
+			s.markDown("was stopped")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.stop(a.opts.ShutdownGrace)
+			}()
+		}
+		wg.Wait()
+		if a.notify != nil {
+			a.notify.stop()
+		}
+	})
+}
+
+// serverDown takes a server that stopped serving out of the catalog: its tools leave the list,
+// the client is told, and the process group is ended. Failed servers stay down.
+func (a *Aggregator) serverDown(s *server, why string) {
+	if !s.markDown(why) {
+		return
+	}
+	a.log.Error(fmt.Sprintf("server %q %s; its tools are no longer available%s", s.key, why, tailText(s.proc.Tail())))
+	go s.stop(a.opts.ShutdownGrace)
+	a.mu.Lock()
+	cat := a.catalog.Load().without(s)
+	a.catalog.Store(cat)
+	a.mu.Unlock()
+	a.notify.trigger()
+}
+
+// refreshTools re-reads a child's tools after it announced a change.
+func (a *Aggregator) refreshTools(s *server) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StartupTimeout)
+	defer cancel()
+	tools, err := s.listTools(ctx)
+	if err != nil {
+		s.log.Warn("re-reading the tool list after a change failed; keeping the previous list", "error", err)
+		return
+	}
+	a.mu.Lock()
+	select {
+	case <-s.down:
+		a.mu.Unlock()
+		return
+	default:
+	}
+	s.tools = tools
+	cat, err := buildCatalog(a.liveServers(), a.opts.Separator)
+	if err != nil {
+		a.mu.Unlock()
+		s.log.Error("the new tool list cannot be served; keeping the previous list", "error", err)
+		return
+	}
+	a.catalog.Store(cat)
+	a.mu.Unlock()
+	a.notify.trigger()
+}
+
+func (a *Aggregator) liveServers() []*server {
+	var live []*server
+	for _, s := range a.servers {
+		select {
+		case <-s.down:
+		default:
+			live = append(live, s)
+		}
+	}
+	return live
+}
+
+// forwardProgress sends a child's progress notification to the client. The client's token was
+// passed to the child unchanged, and a client's tokens are unique among its requests.
+func (a *Aggregator) forwardProgress(p *mcp.ProgressNotificationParams) {
+	if ss := a.upSession.Load(); ss != nil && p != nil {
+		_ = ss.NotifyProgress(context.Background(), p)
+	}
+}
+
+// debouncer runs f once after a burst of triggers.
+type debouncer struct {
+	mu    sync.Mutex
+	delay time.Duration
+	f     func()
+	timer *time.Timer
+}
+
+func newDebouncer(delay time.Duration, f func()) *debouncer { return &debouncer{delay: delay, f: f} }
+
+func (d *debouncer) trigger() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer == nil {
+		d.timer = time.AfterFunc(d.delay, func() {
+			d.mu.Lock()
+			d.timer = nil
+			d.mu.Unlock()
+			d.f()
+		})
+	}
+}
+
+func (d *debouncer) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+}

@@ -1,0 +1,187 @@
+package aggregator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// The SDK decodes every result into its structs and encodes it again, which loses what it does
+// not know (unknown content types fail the call, unknown fields vanish, big integers round,
+// key order changes). So results travel as raw bytes: a sink in the request's context
+// catches the raw result of the child's response (the SDK itself is handed a small stub to
+// decode), and the upstream connection writes those bytes as the client's result.
+
+// sink receives the raw answer to one request sent to a child.
+type sink struct {
+	stub json.RawMessage // what the SDK decodes instead of the real result
+
+	mu     sync.Mutex // a cancelled call returns while the answer may still arrive
+	result json.RawMessage
+	err    *jsonrpc.Error
+	got    bool
+}
+
+// answer returns what the child answered, if it did.
+func (s *sink) answer() (result json.RawMessage, err *jsonrpc.Error, got bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.result, s.err, s.got
+}
+
+type sinkKey struct{}
+
+func withSink(ctx context.Context, s *sink) context.Context {
+	return context.WithValue(ctx, sinkKey{}, s)
+}
+
+var (
+	stubCall = json.RawMessage(`{"content":[]}`)
+	stubList = json.RawMessage(`{}`)
+)
+
+// childConn is a child's connection that fills the sinks of the requests written with one.
+type childConn struct {
+	*stdio.Conn
+	pending sync.Map // jsonrpc.ID -> *sink
+}
+
+func (c *childConn) Connect(context.Context) (mcp.Connection, error) { return c, nil }
+
+// Close, called by the SDK when the session ends, stops reading but leaves the child's stdin
+// open: when the child closed its stdout, closing its stdin would make it exit and hide what
+// happened. server.stop closes everything.
+func (c *childConn) Close() error { return c.Conn.CloseRead() }
+
+func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		if s, ok := ctx.Value(sinkKey{}).(*sink); ok {
+			c.pending.Store(req.ID, s)
+			if err := c.Conn.Write(ctx, msg); err != nil {
+				c.pending.Delete(req.ID)
+				return err
+			}
+			return nil
+		}
+	}
+	return c.Conn.Write(ctx, msg)
+}
+
+func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Conn.Read(ctx)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		if v, ok := c.pending.LoadAndDelete(resp.ID); ok {
+			s := v.(*sink)
+			s.mu.Lock()
+			s.got = true
+			if resp.Error != nil {
+				s.err, _ = resp.Error.(*jsonrpc.Error)
+				if s.err == nil {
+					s.err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: resp.Error.Error()}
+				}
+			} else {
+				s.result = resp.Result
+				resp.Result = s.stub
+			}
+			s.mu.Unlock()
+		}
+	}
+	return msg, err
+}
+
+// rawCallResult is a tools/call result that is written as the bytes a child sent. The
+// embedded SDK type only makes it an mcp.Result; it is never encoded.
+type rawCallResult struct {
+	*mcp.CallToolResult
+	conn *stdio.Conn
+	data json.RawMessage
+}
+
+func (r *rawCallResult) MarshalJSON() ([]byte, error) { return r.conn.Raw(r.data), nil }
+
+// rawListResult is a tools/list result written from the catalog's encoded list.
+type rawListResult struct {
+	*mcp.ListToolsResult
+	conn *stdio.Conn
+	data json.RawMessage
+}
+
+func (r *rawListResult) MarshalJSON() ([]byte, error) { return r.conn.Raw(r.data), nil }
+
+// renameTool returns the tool definition obj (a JSON object) with its "name" replaced by name,
+// and the old name. Everything else is kept byte for byte, in order.
+func renameTool(obj json.RawMessage, name string) (json.RawMessage, string, error) {
+	start, end, err := memberValue(obj, "name")
+	if err != nil {
+		return nil, "", err
+	}
+	var old string
+	if err := json.Unmarshal(obj[start:end], &old); err != nil {
+		return nil, "", fmt.Errorf("tool name is not a string: %s", obj[start:end])
+	}
+	quoted, _ := json.Marshal(name) // a string always encodes
+	out := make([]byte, 0, len(obj)-(end-start)+len(quoted))
+	out = append(out, obj[:start]...)
+	out = append(out, quoted...)
+	out = append(out, obj[end:]...)
+	return out, old, nil
+}
+
+// memberValue finds the byte range of the value of the top-level member key in the JSON object
+// obj.
+func memberValue(obj json.RawMessage, key string) (start, end int, err error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	tok, err := dec.Token()
+	if err != nil {
+		return 0, 0, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return 0, 0, fmt.Errorf("tool definition is not an object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, 0, err
+		}
+		k, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return 0, 0, err
+		}
+		if k == key {
+			end := int(dec.InputOffset())
+			return end - len(v), end, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("tool definition has no %q", key)
+}
+
+// listPage is one page of a child's tools/list result.
+type listPage struct {
+	Tools      []json.RawMessage `json:"tools"`
+	NextCursor *string           `json:"nextCursor"`
+}
+
+// encodeToolList encodes {"tools":[...]} from raw tool definitions.
+func encodeToolList(tools []json.RawMessage) json.RawMessage {
+	n := len(`{"tools":[]}`)
+	for _, t := range tools {
+		n += len(t) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"tools":[`...)
+	for i, t := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, t...)
+	}
+	return append(b, "]}"...)
+}

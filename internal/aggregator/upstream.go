@@ -1,0 +1,109 @@
+package aggregator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// route answers tools/list from the catalog and sends tools/call to the owning child; the SDK
+// handles the rest of the protocol (initialize, ping, cancellation).
+func (a *Aggregator) route(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/list":
+			if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil && p.Cursor != "" {
+				// The whole list is always one page, so no cursor was ever handed out.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q", p.Cursor)}
+			}
+			return &rawListResult{ListToolsResult: &mcp.ListToolsResult{}, conn: a.up, data: a.catalog.Load().list}, nil
+		case "tools/call":
+			p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+			if !ok || p == nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
+			}
+			t, ok := a.catalog.Load().tools[p.Name]
+			if !ok {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: %s", p.Name)}
+			}
+			result, err := t.server.call(ctx, t.original, p)
+			if err != nil {
+				return nil, err
+			}
+			return &rawCallResult{CallToolResult: &mcp.CallToolResult{}, conn: a.up, data: result}, nil
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// badClientLine answers a line from the client that is not a JSON-RPC message with the
+// JSON-RPC error for it, and the session goes on.
+func (a *Aggregator) badClientLine(c *stdio.Conn, line []byte, err error) {
+	code, msg := jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error()
+	id := json.RawMessage("null")
+	switch {
+	case err == stdio.ErrTooLarge:
+		msg = fmt.Sprintf("Invalid Request: message larger than %d bytes (see --max-message-size)", a.opts.MaxMessageSize)
+	case !json.Valid(line):
+		code, msg = jsonrpc.CodeParseError, "Parse error: the line is not valid JSON"
+	default:
+		var probe struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(line, &probe) == nil && len(probe.ID) > 0 && (probe.ID[0] == '"' || probe.ID[0] == '-' || probe.ID[0] >= '0' && probe.ID[0] <= '9') {
+			id = probe.ID
+		}
+		if strings.HasPrefix(string(line), "[") {
+			msg = "Invalid Request: JSON-RPC batches are not supported"
+		}
+	}
+	a.log.Warn("answered a malformed message from the client with an error", "code", code, "line", excerpt(line))
+	resp, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpc.Error   `json:"error"`
+	}{"2.0", id, jsonrpc.Error{Code: int64(code), Message: msg}})
+	_ = c.WriteRaw(resp)
+}
+
+// initialized warns, once, when the client is one known to reject some of the tool names.
+func (a *Aggregator) initialized(_ context.Context, req *mcp.InitializedRequest) {
+	params := req.Session.InitializeParams()
+	if params == nil || params.ClientInfo == nil {
+		return
+	}
+	a.log.Debug("client initialized", "client", params.ClientInfo.Name, "version", params.ClientInfo.Version, "protocol", params.ProtocolVersion)
+	client := strictClient(params.ClientInfo.Name)
+	if client == "" {
+		return
+	}
+	if bad := a.catalog.Load().rejectedNames(); len(bad) > 0 {
+		a.log.Warn(fmt.Sprintf("the client is %s (%q), which rejects %d of the tool names (%s); restart with --separator __ to avoid it",
+			client, params.ClientInfo.Name, len(bad), quoteList(bad[:min(3, len(bad))])))
+	}
+}
+
+// strictClient names the client when it is one known to accept only tool names of letters,
+// digits, _ and - (see docs/clients.md).
+func strictClient(name string) string {
+	n := strings.ToLower(name)
+	for _, c := range []struct{ match, name string }{
+		{"claude-ai", "Claude Desktop"},
+		{"claude desktop", "Claude Desktop"},
+		{"cursor", "Cursor"},
+		{"openai", "an OpenAI client"},
+		{"chatgpt", "ChatGPT"},
+		{"anthropic", "an Anthropic API client"},
+	} {
+		if strings.Contains(n, c.match) {
+			return c.name
+		}
+	}
+	return ""
+}
