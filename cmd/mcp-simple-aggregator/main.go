@@ -3,18 +3,23 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // Exit codes.
@@ -65,14 +70,15 @@ type options struct {
 	configPath     string
 	separator      string
 	startupTimeout time.Duration
+	maxMessageSize int
 	debug          bool
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts, code, done := parseFlags(args, stdout, stderr)
 	if done {
 		return code
@@ -81,6 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if opts.debug {
 		level = slog.LevelDebug
 	}
+	stderr = logging.Sync(stderr)
 	log := logging.New(stderr, level)
 
 	cfg, warnings, err := config.Load(opts.configPath, os.LookupEnv)
@@ -92,7 +99,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
+
+	// SIGINT and SIGTERM end the session like the end of stdin: every child is stopped.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	agg, err := aggregator.Start(ctx, cfg, aggregator.Options{
+		Separator:      opts.separator,
+		StartupTimeout: opts.startupTimeout,
+		MaxMessageSize: opts.maxMessageSize,
+		Version:        buildVersion(),
+		Log:            log,
+		Stderr:         stderr,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	err = agg.Serve(ctx, stdin, stdout)
+	log.Debug("shutting down", "reason", shutdownReason(ctx, err))
+	agg.Close()
+	if err != nil && ctx.Err() == nil {
+		log.Error("serving the client failed", "error", err)
+		return exitError
+	}
 	return exitOK
+}
+
+func shutdownReason(ctx context.Context, err error) string {
+	switch {
+	case ctx.Err() != nil:
+		return "signal"
+	case err != nil:
+		return err.Error()
+	}
+	return "end of input"
 }
 
 // parseFlags parses the command line. When done is true the program ends with code: after
@@ -104,6 +144,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (opts options, code int
 	fs.StringVar(&opts.separator, "separator", ":", "the text between a server's key and its tool names, such as `__`")
 	fs.DurationVar(&opts.startupTimeout, "startup-timeout", 30*time.Second,
 		"how long each server may take to start and list its tools, such as `60s`")
+	fs.IntVar(&opts.maxMessageSize, "max-message-size", stdio.DefaultMaxMessageSize,
+		"the largest message, in `bytes`, accepted from the client or a server")
 	fs.BoolVar(&opts.debug, "debug", false, "also log lifecycle events and traffic summaries on stderr")
 	version := fs.Bool("version", false, "print the version and exit")
 	usage := func(w io.Writer) {
@@ -138,6 +180,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (opts options, code int
 		return fail("--separator must not be empty")
 	case opts.startupTimeout <= 0:
 		return fail("--startup-timeout must be positive, such as 30s")
+	case opts.maxMessageSize < 1<<20:
+		return fail("--max-message-size must be at least 1048576 (1 MiB)")
 	}
 	return opts, exitOK, false
 }
