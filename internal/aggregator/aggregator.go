@@ -193,6 +193,10 @@ func canonicalPath(path string) string {
 	return path
 }
 
+// drainOnEOF is how long, after the client closed its input, the answers to its last requests
+// are still awaited before shutting down.
+const drainOnEOF = 5 * time.Second
+
 // Serve serves the catalog to one client over in and out until in ends, ctx is cancelled or
 // the connection fails.
 func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
@@ -200,6 +204,7 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		MaxMessageSize: a.opts.MaxMessageSize,
 		BadLine:        a.badClientLine,
 		Received:       a.received,
+		DrainOnEOF:     drainOnEOF,
 	})
 	a.notify = newDebouncer(10*time.Millisecond, func() {
 		if a.ready.Load() {

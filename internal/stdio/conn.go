@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,6 +46,10 @@ type Options struct {
 	// Received is called for every message read, before the session sees it. It must not
 	// block.
 	Received func(jsonrpc.Message)
+	// DrainOnEOF, when positive, holds back the end of the input until every request read
+	// has been answered, or for at most this long: a client that sends its requests and closes
+	// its end of the pipe still gets its answers.
+	DrainOnEOF time.Duration
 }
 
 // Conn is an mcp.Connection over a reader and a writer carrying one JSON-RPC message per line.
@@ -65,12 +70,17 @@ type Conn struct {
 	rawMu  sync.Mutex
 	rawSeq atomic.Uint64
 	raws   map[string][]byte
+
+	// Requests read and not yet answered, for DrainOnEOF.
+	pendingMu sync.Mutex
+	pending   map[jsonrpc.ID]bool
+	drained   chan struct{} // closed when pending becomes empty, while draining
 }
 
 // New returns a Conn reading messages from r and writing them to w. Close closes both when
 // they are io.Closers.
 func New(r io.Reader, w io.Writer, opts *Options) *Conn {
-	c := &Conn{r: bufio.NewReaderSize(r, 64<<10), w: w, closed: make(chan struct{}), raws: map[string][]byte{}}
+	c := &Conn{r: bufio.NewReaderSize(r, 64<<10), w: w, closed: make(chan struct{}), raws: map[string][]byte{}, pending: map[jsonrpc.ID]bool{}}
 	if opts != nil {
 		c.opts = *opts
 	}
@@ -113,6 +123,9 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 				c.bad(line, err)
 				continue
 			}
+			if errors.Is(err, io.EOF) {
+				c.drain()
+			}
 			return nil, err
 		}
 		line = bytes.TrimSpace(line)
@@ -127,7 +140,46 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if c.opts.Received != nil {
 			c.opts.Received(msg)
 		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && c.opts.DrainOnEOF > 0 {
+			c.pendingMu.Lock()
+			c.pending[req.ID] = true
+			c.pendingMu.Unlock()
+		}
 		return msg, nil
+	}
+}
+
+// drain waits until every request read has been answered, for at most Options.DrainOnEOF.
+func (c *Conn) drain() {
+	if c.opts.DrainOnEOF <= 0 {
+		return
+	}
+	c.pendingMu.Lock()
+	if len(c.pending) == 0 {
+		c.pendingMu.Unlock()
+		return
+	}
+	c.drained = make(chan struct{})
+	done := c.drained
+	c.pendingMu.Unlock()
+	select {
+	case <-done:
+	case <-c.closed:
+	case <-time.After(c.opts.DrainOnEOF):
+	}
+}
+
+// answered notes that the request id has been answered.
+func (c *Conn) answered(id jsonrpc.ID) {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	if !c.pending[id] {
+		return
+	}
+	delete(c.pending, id)
+	if len(c.pending) == 0 && c.drained != nil {
+		close(c.drained)
+		c.drained = nil
 	}
 }
 
@@ -182,7 +234,11 @@ func (c *Conn) readLine() ([]byte, error) {
 // Write writes msg as one line. A response whose result is a placeholder from Raw is written
 // with the placeholder's bytes as its result.
 func (c *Conn) Write(_ context.Context, msg jsonrpc.Message) error {
-	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil && bytes.HasPrefix(resp.Result, rawPrefix) {
+	resp, isResp := msg.(*jsonrpc.Response)
+	if isResp && c.opts.DrainOnEOF > 0 {
+		defer c.answered(resp.ID)
+	}
+	if isResp && resp.Error == nil && bytes.HasPrefix(resp.Result, rawPrefix) {
 		c.rawMu.Lock()
 		data, found := c.raws[string(resp.Result)]
 		delete(c.raws, string(resp.Result))
