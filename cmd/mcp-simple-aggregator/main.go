@@ -87,7 +87,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if opts.debug {
 		level = slog.LevelDebug
 	}
-	stderr = logging.Sync(stderr)
+	errw := logging.NewWriter(stderr, 4096)
+	defer errw.Close(2 * time.Second)
+	stderr = errw
 	log := logging.New(stderr, level)
 
 	cfg, warnings, err := config.Load(opts.configPath, os.LookupEnv)

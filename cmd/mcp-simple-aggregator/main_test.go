@@ -16,9 +16,15 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the expected output in testdata/script")
 
-// binDir holds the binary built from this package by TestMain: the scripts run the real
-// program, as a user would.
-var binDir string
+// binDir holds the binaries built by TestMain: the program itself (the scripts and tests run
+// the real program, as a user would) and the fixture server.
+var (
+	buildFlags  []string // extra flags for building the binaries under test
+	raceEnabled bool
+	binDir      string
+	aggBinary   string
+	fixtureBin  string
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -30,19 +36,26 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	code := func() int {
 		defer os.RemoveAll(dir)
-		exe := filepath.Join(dir, "mcp-simple-aggregator")
-		if runtime.GOOS == "windows" {
-			exe += ".exe"
-		}
-		build := exec.Command("go", "build", "-o", exe, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building the binary:", err)
-			return 1
+		aggBinary = filepath.Join(dir, exeName("mcp-simple-aggregator"))
+		fixtureBin = filepath.Join(dir, exeName("fixture-server"))
+		for pkg, exe := range map[string]string{".": aggBinary, "../../internal/fixture/server": fixtureBin} {
+			build := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", exe, pkg)...)
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "building", pkg, err)
+				return 1
+			}
 		}
 		return m.Run()
 	}()
 	os.Exit(code)
+}
+
+func exeName(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
+	}
+	return name
 }
 
 // TestScripts runs testdata/script/*.txtar: each runs the binary and checks its exit status,
@@ -53,6 +66,7 @@ func TestScripts(t *testing.T) {
 		UpdateScripts: *update,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+			env.Setenv("FIXTURE", fixtureBin)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -65,7 +65,18 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	s.conn = &childConn{Conn: stdio.New(proc.Stdout, proc.Stdin, &stdio.Options{
 		MaxMessageSize: a.opts.MaxMessageSize,
-		BadLine: func(_ *stdio.Conn, line []byte, err error) {
+		BadLine: func(_ *stdio.Conn, line []byte, err error) jsonrpc.Message {
+			if errors.Is(err, stdio.ErrTooLarge) {
+				// Fail the request it answers rather than leave it waiting forever.
+				s.log.Error(fmt.Sprintf("a message from the server is larger than %d bytes and was dropped (see --max-message-size)", a.opts.MaxMessageSize))
+				if id, ok := stdio.PeekID(line); ok {
+					return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+						Code:    jsonrpc.CodeInternalError,
+						Message: fmt.Sprintf("the answer of server %q is larger than %d bytes; start mcp-simple-aggregator with a larger --max-message-size", s.key, a.opts.MaxMessageSize),
+					}}
+				}
+				return nil
+			}
 			// Reported a few times, not for every line of a child that logs to stdout.
 			switch n := s.badLines.Add(1); {
 			case n <= maxBadLineWarnings:
@@ -74,6 +85,7 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 			case n == maxBadLineWarnings+1:
 				s.log.Warn("more lines on stdout that are not JSON-RPC messages are ignored without warning")
 			}
+			return nil
 		},
 	})}
 
@@ -214,14 +226,15 @@ func (s *server) markDown(why string) bool {
 	return first
 }
 
-// stop ends the child (see child.Process.Stop).
+// stop ends the child (see child.Process.Stop) and then its session. The session is not
+// closed first: the SDK's Close waits for the calls in flight, which a hung child never
+// answers; once the process is gone, the failing reader ends them.
 func (s *server) stop(grace time.Duration) {
-	if s.session != nil {
-		// Closing the session closes the child's stdin: the polite request to exit.
-		s.session.Close()
-	}
 	s.proc.Stop(grace)
 	s.conn.Conn.Close()
+	if s.session != nil {
+		s.session.Wait()
+	}
 }
 
 // call sends tools/call for the tool's original name and returns the child's raw result, or

@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,12 +45,15 @@ func (a *Aggregator) route(next mcp.MethodHandler) mcp.MethodHandler {
 
 // badClientLine answers a line from the client that is not a JSON-RPC message with the
 // JSON-RPC error for it, and the session goes on.
-func (a *Aggregator) badClientLine(c *stdio.Conn, line []byte, err error) {
+func (a *Aggregator) badClientLine(c *stdio.Conn, line []byte, err error) jsonrpc.Message {
 	code, msg := jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error()
 	id := json.RawMessage("null")
 	switch {
-	case err == stdio.ErrTooLarge:
+	case errors.Is(err, stdio.ErrTooLarge):
 		msg = fmt.Sprintf("Invalid Request: message larger than %d bytes (see --max-message-size)", a.opts.MaxMessageSize)
+		if pid, ok := stdio.PeekID(line); ok {
+			id, _ = json.Marshal(pid.Raw())
+		}
 	case !json.Valid(line):
 		code, msg = jsonrpc.CodeParseError, "Parse error: the line is not valid JSON"
 	default:
@@ -70,6 +74,7 @@ func (a *Aggregator) badClientLine(c *stdio.Conn, line []byte, err error) {
 		Error   jsonrpc.Error   `json:"error"`
 	}{"2.0", id, jsonrpc.Error{Code: int64(code), Message: msg}})
 	_ = c.WriteRaw(resp)
+	return nil
 }
 
 // initialized warns, once, when the client is one known to reject some of the tool names.

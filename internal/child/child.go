@@ -53,9 +53,8 @@ const TailLines = 20
 // just before it exited.
 const drainTime = 200 * time.Millisecond
 
-// Start starts the child. Its stderr lines are written to stderr as "[key] line"; a child that
-// writes faster than stderr takes them loses lines (and a line saying how many), never its
-// protocol traffic.
+// Start starts the child. Its stderr lines are written to stderr as "[key] line", one Write
+// each; stderr must not block (see forwardStderr).
 func Start(spec Spec, stderr io.Writer) (*Process, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -171,45 +170,25 @@ func (p *Process) Stop(grace time.Duration) {
 	})
 }
 
-// forwardStderr copies the child's stderr to w line by line. Reading never waits for w: lines
-// that w cannot take in time are counted and reported instead.
+// forwardStderr copies the child's stderr to w line by line, and keeps its tail. w must not
+// block (the program gives a logging.Writer): a child whose stderr is not read stalls.
 func forwardStderr(key string, r io.ReadCloser, w io.Writer, t *tail) {
 	defer r.Close()
-	lines := make(chan string, 1024)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for line := range lines {
-			io.WriteString(w, line)
-		}
-	}()
-	prefix := "[" + key + "] "
-	dropped := 0
+	prefix := []byte("[" + key + "] ")
 	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
 	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			text := string(bytes.TrimRight(line, "\r\n"))
-			t.add(text)
-			if dropped > 0 {
-				select {
-				case lines <- fmt.Sprintf("%s(%d lines of stderr dropped: they came faster than they could be written)\n", prefix, dropped):
-					dropped = 0
-				default:
-				}
-			}
-			select {
-			case lines <- prefix + text + "\n":
-			default:
-				dropped++
-			}
+		frag, err := br.ReadSlice('\n')
+		if len(frag) > 0 {
+			text := bytes.TrimRight(frag, "\r\n")
+			t.add(string(text))
+			line = append(append(append(line[:0], prefix...), text...), '\n')
+			w.Write(line)
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			break
+			return
 		}
 	}
-	close(lines)
-	<-done
 }
 
 // tail keeps the last n lines.

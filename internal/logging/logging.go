@@ -5,11 +5,13 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Name is the prefix of every line.
@@ -95,17 +97,62 @@ func appendAttr(b *strings.Builder, group string, a slog.Attr) {
 	b.WriteString(s)
 }
 
-// Sync returns a writer that passes each Write to w whole, one at a time, so that lines from
-// several sources (the log, the children's stderr) never interleave.
-func Sync(w io.Writer) io.Writer { return &syncWriter{w: w} }
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// Writer passes whole writes to an underlying writer from a goroutine of its own, in order,
+// and never blocks its callers: when the underlying writer falls behind (a client that does
+// not read the aggregator's stderr, a child that floods its own), writes are dropped, counted
+// and reported once there is room again. The protocol must never wait for a log line.
+type Writer struct {
+	w       io.Writer
+	queue   chan []byte
+	mu      sync.Mutex
+	dropped int
+	closed  bool
+	done    chan struct{}
 }
 
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
+// NewWriter returns a Writer for w that holds up to capacity writes.
+func NewWriter(w io.Writer, capacity int) *Writer {
+	aw := &Writer{w: w, queue: make(chan []byte, capacity), done: make(chan struct{})}
+	go aw.run()
+	return aw
+}
+
+func (aw *Writer) run() {
+	defer close(aw.done)
+	for p := range aw.queue {
+		aw.w.Write(p)
+	}
+}
+
+// Write queues a copy of p; it always reports success.
+func (aw *Writer) Write(p []byte) (int, error) {
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	if aw.closed {
+		return len(p), nil
+	}
+	if aw.dropped > 0 && len(aw.queue) < cap(aw.queue)-1 {
+		aw.queue <- []byte(fmt.Sprintf("%s: warning: %d lines of stderr were dropped because stderr was not read fast enough\n", Name, aw.dropped))
+		aw.dropped = 0
+	}
+	select {
+	case aw.queue <- append([]byte(nil), p...):
+	default:
+		aw.dropped++
+	}
+	return len(p), nil
+}
+
+// Close writes what is queued, waiting at most timeout, and drops later writes.
+func (aw *Writer) Close(timeout time.Duration) {
+	aw.mu.Lock()
+	if !aw.closed {
+		aw.closed = true
+		close(aw.queue)
+	}
+	aw.mu.Unlock()
+	select {
+	case <-aw.done:
+	case <-time.After(timeout):
+	}
 }

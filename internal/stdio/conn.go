@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,7 @@ import (
 )
 
 // DefaultMaxMessageSize is the default limit on one message, in bytes.
-const DefaultMaxMessageSize = 64 << 20
+const DefaultMaxMessageSize = 128 << 20
 
 // ErrTooLarge is given to Options.BadLine for a line longer than the limit.
 var ErrTooLarge = errors.New("message larger than the limit")
@@ -41,8 +42,10 @@ type Options struct {
 	MaxMessageSize int
 	// BadLine is called, from the reading goroutine, for each incoming line that is not a
 	// JSON-RPC message (err says why) or is larger than MaxMessageSize (err is ErrTooLarge, and
-	// line holds only the beginning of it). Reading goes on afterwards. Nil ignores them.
-	BadLine func(c *Conn, line []byte, err error)
+	// line holds only the beginning of it). When it returns a message, Read returns that in the
+	// line's place (an error response for a request whose answer was too large, say);
+	// otherwise reading goes on. Nil ignores bad lines.
+	BadLine func(c *Conn, line []byte, err error) jsonrpc.Message
 	// Received is called for every message read, before the session sees it. It must not
 	// block.
 	Received func(jsonrpc.Message)
@@ -120,7 +123,9 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			default:
 			}
 			if errors.Is(err, ErrTooLarge) {
-				c.bad(line, err)
+				if msg := c.bad(line, err); msg != nil {
+					return msg, nil
+				}
 				continue
 			}
 			if errors.Is(err, io.EOF) {
@@ -134,16 +139,32 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		msg, err := jsonrpc.DecodeMessage(line)
 		if err != nil {
-			c.bad(line, err)
+			if msg := c.bad(line, err); msg != nil {
+				return msg, nil
+			}
 			continue
 		}
 		if c.opts.Received != nil {
 			c.opts.Received(msg)
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && c.opts.DrainOnEOF > 0 {
-			c.pendingMu.Lock()
-			c.pending[req.ID] = true
-			c.pendingMu.Unlock()
+		if req, ok := msg.(*jsonrpc.Request); ok && c.opts.DrainOnEOF > 0 {
+			switch {
+			case req.IsCall():
+				c.pendingMu.Lock()
+				c.pending[req.ID] = true
+				c.pendingMu.Unlock()
+			case req.Method == "notifications/cancelled":
+				// "Receivers of a cancellation notification SHOULD ... not send a response
+				// for the cancelled request": stop waiting for it.
+				var p struct {
+					RequestID any `json:"requestId"`
+				}
+				if json.Unmarshal(req.Params, &p) == nil {
+					if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+						c.answered(id)
+					}
+				}
+			}
 		}
 		return msg, nil
 	}
@@ -183,10 +204,28 @@ func (c *Conn) answered(id jsonrpc.ID) {
 	}
 }
 
-func (c *Conn) bad(line []byte, err error) {
+func (c *Conn) bad(line []byte, err error) jsonrpc.Message {
 	if c.opts.BadLine != nil {
-		c.opts.BadLine(c, line, err)
+		return c.opts.BadLine(c, line, err)
 	}
+	return nil
+}
+
+var idPattern = regexp.MustCompile(`"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")`)
+
+// PeekID finds the request ID in the beginning of a message that could not be decoded, such as
+// one too large to read, so that its request can still be answered or failed.
+func PeekID(head []byte) (jsonrpc.ID, bool) {
+	m := idPattern.FindSubmatch(head)
+	if m == nil {
+		return jsonrpc.ID{}, false
+	}
+	var v any
+	if err := json.Unmarshal(m[1], &v); err != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(v)
+	return id, err == nil
 }
 
 // readLine returns the next line without its newline. A line over the limit is consumed up to

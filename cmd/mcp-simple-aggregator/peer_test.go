@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// peer speaks raw JSON-RPC to a process over its stdio, so that tests see the exact bytes of
+// every answer: the aggregator's, and the fixture's when connected directly.
+type peer struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	stderr *lockedBuffer
+
+	mu      sync.Mutex
+	nextID  int
+	waiting map[string]chan message
+	notes   chan message
+	done    chan struct{}
+}
+
+// message is one line from the peer, with its parts as raw bytes.
+type message struct {
+	Line   []byte          `json:"-"`
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startPeer starts a program and reads its stdout.
+func startPeer(t *testing.T, name string, args ...string) *peer {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &peer{t: t, cmd: cmd, in: in, stderr: new(lockedBuffer), waiting: map[string]chan message{}, notes: make(chan message, 1000), done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.read(out)
+	t.Cleanup(func() {
+		p.in.Close()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("%s did not exit within 10s of the end of its input", filepath.Base(name))
+		}
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("stderr of %s:\n%s", filepath.Base(name), p.stderr)
+		}
+	})
+	return p
+}
+
+// startAggregator writes config to a file and starts the aggregator on it.
+func startAggregator(t *testing.T, config string, flags ...string) *peer {
+	t.Helper()
+	path := writeConfig(t, config)
+	return startPeer(t, aggBinary, append([]string{"--config", path}, flags...)...)
+}
+
+// writeConfig writes a configuration, with "$FIXTURE" standing for the fixture server.
+func writeConfig(t *testing.T, config string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.json")
+	quoted, _ := json.Marshal(fixtureBin)
+	config = strings.ReplaceAll(config, `"$FIXTURE"`, string(quoted))
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (p *peer) read(out io.Reader) {
+	defer close(p.done)
+	r := bufio.NewReaderSize(out, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			var m message
+			if jerr := json.Unmarshal(line, &m); jerr != nil {
+				p.t.Errorf("stdout carried a line that is not JSON: %q", line)
+				continue
+			}
+			m.Line = bytes.TrimRight(line, "\n")
+			if len(m.ID) > 0 && string(m.ID) != "null" && m.Method == "" {
+				p.mu.Lock()
+				ch := p.waiting[string(m.ID)]
+				delete(p.waiting, string(m.ID))
+				p.mu.Unlock()
+				if ch == nil {
+					p.t.Errorf("answer to an unknown request: %s", m.Line)
+					continue
+				}
+				ch <- m
+			} else {
+				p.notes <- m
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// send writes a request and returns the channel its answer will arrive on.
+func (p *peer) send(method, params string) <-chan message {
+	p.mu.Lock()
+	p.nextID++
+	id := fmt.Sprint(p.nextID)
+	ch := make(chan message, 1)
+	p.waiting[id] = ch
+	p.mu.Unlock()
+	req := `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `"`
+	if params != "" {
+		req += `,"params":` + params
+	}
+	p.writeLine(req + "}")
+	return ch
+}
+
+func (p *peer) writeLine(line string) {
+	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+		p.t.Fatalf("writing to the peer: %v", err)
+	}
+}
+
+// call sends a request and waits for its answer.
+func (p *peer) call(method, params string) message {
+	p.t.Helper()
+	return p.wait(p.send(method, params), method)
+}
+
+func (p *peer) wait(ch <-chan message, what string) message {
+	p.t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(20 * time.Second):
+		p.t.Fatalf("no answer to %s within 20s; stderr:\n%s", what, p.stderr)
+		return message{}
+	}
+}
+
+// initialize performs the handshake as a client named clientName.
+func (p *peer) initialize(clientName string) message {
+	p.t.Helper()
+	m := p.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"`+clientName+`","version":"1.0"}}`)
+	if m.Error != nil {
+		p.t.Fatalf("initialize failed: %s", m.Line)
+	}
+	p.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return m
+}
+
+// note waits for a notification with the given method.
+func (p *peer) note(method string, within time.Duration) bool {
+	deadline := time.After(within)
+	for {
+		select {
+		case m := <-p.notes:
+			if m.Method == method {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// tools returns the tool definitions of a tools/list answer by name, as raw bytes.
+func tools(t *testing.T, m message) (map[string]json.RawMessage, []string) {
+	t.Helper()
+	var list struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(m.Result, &list); err != nil {
+		t.Fatalf("tools/list answer %s: %v", m.Line, err)
+	}
+	byName := map[string]json.RawMessage{}
+	var names []string
+	for _, def := range list.Tools {
+		var d struct {
+			Name string `json:"name"`
+		}
+		json.Unmarshal(def, &d)
+		byName[d.Name] = def
+		names = append(names, d.Name)
+	}
+	return byName, names
+}
