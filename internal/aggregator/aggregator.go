@@ -230,7 +230,8 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		session.Close()
+		// Not session.Close: it waits for the reader, and a read of stdin cannot be
+		// interrupted. The program exits once the children are stopped.
 		err = ctx.Err()
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {

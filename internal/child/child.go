@@ -150,18 +150,13 @@ func (p *Process) Stop(grace time.Duration) {
 		}
 		if p.plat.terminate() {
 			// Wait for the child and then for the rest of its group, up to grace.
-			deadline := time.After(grace)
+			deadline := time.Now().Add(grace)
 			select {
 			case <-p.exited:
-			case <-deadline:
+			case <-time.After(grace):
 			}
-		wait:
-			for p.plat.groupAlive() {
-				select {
-				case <-deadline:
-					break wait
-				case <-time.After(10 * time.Millisecond):
-				}
+			for p.plat.groupAlive() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
 			}
 		}
 		p.plat.kill()
