@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The README's first command: the program on the bundled demo config, from the repository's
+// root, shows the demo servers' tools working.
+func TestReadmeDemo(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := os.Open(filepath.Join(root, "examples", "demo-session.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	cmd := exec.Command(aggBinary, "--config", "examples/demo.json")
+	cmd.Dir = root
+	cmd.Stdin = session
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nstderr:\n%s", err, &stderr)
+	}
+	for _, want := range []string{
+		`"name":"calc:add"`, `"name":"calc:divide"`, `"name":"notes:add_note"`, `"name":"notes:list_notes"`,
+		`"id":3,"result":{"content":[{"type":"text","text":"{\"result\":42}"}],"structuredContent":{"result":42}}`,
+		`"id":4,"result":{"content":[{"type":"text","text":"note 1 saved"}]}`,
+		`"id":6,"result":{"content":[{"type":"text","text":"cannot divide 1 by zero"}],"isError":true}`,
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %s\nstdout:\n%s\nstderr:\n%s", want, &stdout, &stderr)
+		}
+	}
+}
