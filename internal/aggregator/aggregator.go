@@ -48,6 +48,7 @@ type Options struct {
 type Aggregator struct {
 	opts    Options
 	log     *slog.Logger
+	debug   bool // the log takes debug records: traffic summaries are worth computing
 	stderr  io.Writer
 	cfgPath string
 	servers []*server
@@ -88,7 +89,8 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 	if opts.Stderr == nil {
 		opts.Stderr = io.Discard
 	}
-	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File)}
+	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug)}
 	if err := a.checkLoop(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,7 +34,15 @@ func (a *Aggregator) route(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: %s", p.Name)}
 			}
+			var start time.Time
+			if a.debug {
+				start = time.Now()
+			}
 			result, err := t.server.call(ctx, t.original, p)
+			if a.debug {
+				a.log.Debug("tools/call", "tool", p.Name, "server", t.server.key, "duration", time.Since(start).Round(time.Microsecond),
+					"args_bytes", len(p.Arguments), "result_bytes", len(result), "error", errText(err))
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -41,6 +50,13 @@ func (a *Aggregator) route(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // badClientLine answers a line from the client that is not a JSON-RPC message with the
