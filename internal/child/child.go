@@ -37,8 +37,9 @@ type Process struct {
 	// exit.
 	Stdout *os.File
 
-	cmd    *exec.Cmd
-	tail   *tail
+	cmd        *exec.Cmd
+	tail       *tail
+	stderrDone chan struct{} // closed at the end of the child's stderr
 	exited chan struct{}
 	err    error // the exit status, once exited is closed
 	plat   platform
@@ -77,7 +78,7 @@ func Start(spec Spec, stderr io.Writer) (*Process, error) {
 	cmd := exec.Command(spec.Command, spec.Args...)
 	cmd.Env = spec.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	p := &Process{Key: spec.Key, Stdin: inW, Stdout: outR, cmd: cmd, exited: make(chan struct{}), tail: newTail(TailLines)}
+	p := &Process{Key: spec.Key, Stdin: inW, Stdout: outR, cmd: cmd, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
 	p.plat.prepare(cmd)
 	err = cmd.Start()
 	// The child has its own copies of its ends of the pipes (or failed to start).
@@ -91,7 +92,10 @@ func Start(spec Spec, stderr io.Writer) (*Process, error) {
 		return nil, err
 	}
 	p.plat.started(cmd)
-	go forwardStderr(spec.Key, errR, stderr, p.tail)
+	go func() {
+		forwardStderr(spec.Key, errR, stderr, p.tail)
+		close(p.stderrDone)
+	}()
 	go func() {
 		p.err = cmd.Wait()
 		p.plat.exited()
@@ -130,8 +134,19 @@ func (p *Process) ExitDescription() string {
 	return p.err.Error()
 }
 
-// Tail returns the child's last stderr lines.
-func (p *Process) Tail() []string { return p.tail.lines() }
+// Tail returns the child's last stderr lines. For a child that has exited, it first waits
+// (briefly: a grandchild may hold the pipe) for the last of them to be read.
+func (p *Process) Tail() []string {
+	select {
+	case <-p.exited:
+		select {
+		case <-p.stderrDone:
+		case <-time.After(drainTime):
+		}
+	default:
+	}
+	return p.tail.lines()
+}
 
 // PID is the child's process ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
