@@ -40,9 +40,9 @@ type Process struct {
 	cmd        *exec.Cmd
 	tail       *tail
 	stderrDone chan struct{} // closed at the end of the child's stderr
-	exited chan struct{}
-	err    error // the exit status, once exited is closed
-	plat   platform
+	exited     chan struct{}
+	err        error // the exit status, once exited is closed
+	plat       platform
 
 	stopOnce sync.Once
 }
