@@ -59,7 +59,7 @@ func TestPassThroughMatchesDirect(t *testing.T) {
 		}
 	}
 	// Servers in key order, each server's tools in its own order.
-	if want := 20; len(aggNames) != want {
+	if want := 24; len(aggNames) != want {
 		t.Errorf("aggregated %d tools, want %d: %q", len(aggNames), want, aggNames)
 	}
 	if !slices.IsSortedFunc(aggNames, func(a, b string) int { return strings.Compare(a[:1], b[:1]) }) {
@@ -117,8 +117,8 @@ func TestPagination(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {"paged": {"command": "$FIXTURE", "args": ["-tools", "45", "-page", "7"]}}}`)
 	agg.initialize("test")
 	_, names := tools(t, agg.call("tools/list", ""))
-	if len(names) != 55 || names[54] != "paged:filler_0044" {
-		t.Errorf("listed %d tools ending with %q, want 55 ending with paged:filler_0044", len(names), names[len(names)-1])
+	if len(names) != 57 || names[56] != "paged:filler_0044" {
+		t.Errorf("listed %d tools ending with %q, want 57 ending with paged:filler_0044", len(names), names[len(names)-1])
 	}
 }
 
@@ -260,8 +260,8 @@ func TestChildCrashAtRunTime(t *testing.T) {
 					t.Errorf("tools/list still has %q", n)
 				}
 			}
-			if len(names) != 10 {
-				t.Errorf("tools/list has %d tools, want the survivor's 10", len(names))
+			if len(names) != 12 {
+				t.Errorf("tools/list has %d tools, want the survivor's 12", len(names))
 			}
 			if m := agg.call("tools/call", `{"name":"victim:echo"}`); !strings.Contains(string(m.Error), "Unknown tool: victim:echo") {
 				t.Errorf("calling a tool of the crashed server: %s", m.Line)
@@ -341,6 +341,51 @@ func TestLargeMessages(t *testing.T) {
 	}
 }
 
+// The client's progress token reaches the child and the child's progress notifications come
+// back with it, in order; a child's list_changed makes the aggregator re-read its tools and
+// tell the client.
+func TestProgressAndListChanged(t *testing.T) {
+	agg := startAggregator(t, `{"mcpServers": {"fx": {"command": "$FIXTURE"}}}`)
+	agg.initialize("test")
+	for _, token := range []string{`"tok-1"`, `42`} {
+		m := agg.call("tools/call", `{"name":"fx:progress","arguments":{},"_meta":{"progressToken":`+token+`}}`)
+		if m.Error != nil {
+			t.Fatalf("progress: %s", m.Line)
+		}
+		for i := 1; i <= 3; i++ {
+			select {
+			case n := <-agg.notes:
+				var p struct {
+					Params struct {
+						ProgressToken json.RawMessage `json:"progressToken"`
+						Progress      float64         `json:"progress"`
+					} `json:"params"`
+				}
+				json.Unmarshal(n.Line, &p)
+				if n.Method != "notifications/progress" || string(p.Params.ProgressToken) != token || p.Params.Progress != float64(i) {
+					t.Errorf("notification %d: %s, want progress %d with token %s", i, n.Line, i, token)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("progress notification %d never came", i)
+			}
+		}
+	}
+
+	if m := agg.call("tools/call", `{"name":"fx:grow","arguments":{}}`); m.Error != nil {
+		t.Fatalf("grow: %s", m.Line)
+	}
+	if !agg.note("notifications/tools/list_changed", 5*time.Second) {
+		t.Fatal("no list_changed after the child's list changed")
+	}
+	byName, _ := tools(t, agg.call("tools/list", ""))
+	if _, ok := byName["fx:grown_1"]; !ok {
+		t.Errorf("the new tool fx:grown_1 is not listed")
+	}
+	if m := agg.call("tools/call", `{"name":"fx:grown_1","arguments":{}}`); !strings.Contains(string(m.Error), "Unknown tool: grown_1") {
+		t.Errorf("fx:grown_1 did not reach the child: %s", m.Line)
+	}
+}
+
 // A message over --max-message-size fails its own request, in either direction, and the
 // session goes on.
 func TestMessageOverLimit(t *testing.T) {
@@ -375,8 +420,8 @@ func TestSDKClient(t *testing.T) {
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
 	}
-	want := []string{"fs__echo", "fs__odd", "fs__fail", "fs__sleep", "fs__cancelled", "fs__hang", "fs__crash", "fs__big", "fs__close_stdout", "fs__pid",
-		"other__o_echo", "other__o_odd", "other__o_fail", "other__o_sleep", "other__o_cancelled", "other__o_hang", "other__o_crash", "other__o_big", "other__o_close_stdout", "other__o_pid"}
+	want := []string{"fs__echo", "fs__odd", "fs__fail", "fs__sleep", "fs__cancelled", "fs__hang", "fs__crash", "fs__big", "fs__close_stdout", "fs__pid", "fs__progress", "fs__grow",
+		"other__o_echo", "other__o_odd", "other__o_fail", "other__o_sleep", "other__o_cancelled", "other__o_hang", "other__o_crash", "other__o_big", "other__o_close_stdout", "other__o_pid", "other__o_progress", "other__o_grow"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("tool names (-want +got):\n%s", diff)
 	}
