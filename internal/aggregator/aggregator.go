@@ -94,6 +94,15 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 	if err := a.checkLoop(); err != nil {
 		return nil, err
 	}
+	// Created before any watcher can trigger it; it sends only once Serve has connected the
+	// client and the client has said it is initialized (ready is set after up).
+	a.notify = newDebouncer(10*time.Millisecond, func() {
+		if a.ready.Load() {
+			if err := a.up.Notify("notifications/tools/list_changed"); err != nil {
+				a.log.Debug("notify list_changed", "error", err)
+			}
+		}
+	})
 
 	ctx, cancel := context.WithTimeout(ctx, opts.StartupTimeout)
 	defer cancel()
@@ -208,13 +217,6 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		Received:       a.received,
 		DrainOnEOF:     drainOnEOF,
 	})
-	a.notify = newDebouncer(10*time.Millisecond, func() {
-		if a.ready.Load() {
-			if err := a.up.Notify("notifications/tools/list_changed"); err != nil {
-				a.log.Debug("notify list_changed", "error", err)
-			}
-		}
-	})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
 		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"},
@@ -263,9 +265,7 @@ func (a *Aggregator) Close() {
 			}()
 		}
 		wg.Wait()
-		if a.notify != nil {
-			a.notify.stop()
-		}
+		a.notify.stop()
 	})
 }
 
@@ -343,9 +343,6 @@ type debouncer struct {
 func newDebouncer(delay time.Duration, f func()) *debouncer { return &debouncer{delay: delay, f: f} }
 
 func (d *debouncer) trigger() {
-	if d == nil {
-		return
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.timer == nil {

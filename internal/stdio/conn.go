@@ -234,6 +234,9 @@ func PeekID(head []byte) (jsonrpc.ID, bool) {
 func (c *Conn) readLine() ([]byte, error) {
 	frag, err := c.r.ReadSlice('\n')
 	if err == nil {
+		if len(frag)-1 > c.opts.MaxMessageSize {
+			return frag[:min(len(frag), 256)], ErrTooLarge
+		}
 		return frag[:len(frag)-1], nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
