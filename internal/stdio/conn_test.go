@@ -86,9 +86,9 @@ func TestTooLargeReplaced(t *testing.T) {
 
 func TestPeekID(t *testing.T) {
 	for head, want := range map[string]any{
-		`{"jsonrpc":"2.0","id":12,"result":{"x`:     int64(12),
+		`{"jsonrpc":"2.0","id":12,"result":{"x`:    int64(12),
 		`{"id" : "a\"b","jsonrpc":"2.0","result":`: `a"b`,
-		`{"jsonrpc":"2.0","id":-3,`:                 int64(-3),
+		`{"jsonrpc":"2.0","id":-3,`:                int64(-3),
 	} {
 		id, ok := PeekID([]byte(head))
 		if !ok || id.Raw() != want {
