@@ -1,7 +1,7 @@
 # Thin wrappers over the go command; `go test ./...` alone runs every test.
 GO ?= go
 
-.PHONY: all generate check-generate build test race vet lint fuzz
+.PHONY: all generate check-generate build cross test race vet lint fuzz
 
 all: check-generate lint test
 
@@ -16,6 +16,12 @@ check-generate: generate
 
 build:
 	$(GO) build -o bin/mcp-simple-aggregator ./cmd/mcp-simple-aggregator
+
+# The program must build for every platform it supports.
+cross:
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/mcp-simple-aggregator
+	GOOS=darwin GOARCH=amd64 $(GO) build -o /dev/null ./cmd/mcp-simple-aggregator
+	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/mcp-simple-aggregator
 
 test:
 	$(GO) test ./...
