@@ -59,7 +59,7 @@ func TestPassThroughMatchesDirect(t *testing.T) {
 		}
 	}
 	// Servers in key order, each server's tools in its own order.
-	if want := 24; len(aggNames) != want {
+	if want := 26; len(aggNames) != want {
 		t.Errorf("aggregated %d tools, want %d: %q", len(aggNames), want, aggNames)
 	}
 	if !slices.IsSortedFunc(aggNames, func(a, b string) int { return strings.Compare(a[:1], b[:1]) }) {
@@ -117,8 +117,8 @@ func TestPagination(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {"paged": {"command": "$FIXTURE", "args": ["-tools", "45", "-page", "7"]}}}`)
 	agg.initialize("test")
 	_, names := tools(t, agg.call("tools/list", ""))
-	if len(names) != 57 || names[56] != "paged:filler_0044" {
-		t.Errorf("listed %d tools ending with %q, want 57 ending with paged:filler_0044", len(names), names[len(names)-1])
+	if len(names) != 58 || names[57] != "paged:filler_0044" {
+		t.Errorf("listed %d tools ending with %q, want 58 ending with paged:filler_0044", len(names), names[len(names)-1])
 	}
 }
 
@@ -260,8 +260,8 @@ func TestChildCrashAtRunTime(t *testing.T) {
 					t.Errorf("tools/list still has %q", n)
 				}
 			}
-			if len(names) != 12 {
-				t.Errorf("tools/list has %d tools, want the survivor's 12", len(names))
+			if len(names) != 13 {
+				t.Errorf("tools/list has %d tools, want the survivor's 13", len(names))
 			}
 			if m := agg.call("tools/call", `{"name":"victim:echo"}`); !strings.Contains(string(m.Error), "Unknown tool: victim:echo") {
 				t.Errorf("calling a tool of the crashed server: %s", m.Line)
@@ -386,6 +386,34 @@ func TestProgressAndListChanged(t *testing.T) {
 	}
 }
 
+// FR-002, FR-011: a child gets the aggregator's environment plus its config "env", expanded,
+// and its config wins over an inherited variable of the same name.
+func TestChildEnvironment(t *testing.T) {
+	t.Setenv("AGG_TEST_INHERITED", "from the aggregator")
+	t.Setenv("AGG_TEST_OVERRIDDEN", "from the aggregator")
+	t.Setenv("AGG_TEST_SOURCE", "expanded")
+	agg := startAggregator(t, `{"mcpServers": {"fx": {"command": "$FIXTURE", "env": {
+		"AGG_TEST_OVERRIDDEN": "from the config",
+		"AGG_TEST_EXPANDED": "value ${AGG_TEST_SOURCE} and ${AGG_TEST_UNSET:-a default}"
+	}}}}`)
+	agg.initialize("test")
+	for name, want := range map[string]string{
+		"AGG_TEST_INHERITED":  `{"set":true,"value":"from the aggregator"}`,
+		"AGG_TEST_OVERRIDDEN": `{"set":true,"value":"from the config"}`,
+		"AGG_TEST_EXPANDED":   `{"set":true,"value":"value expanded and a default"}`,
+		"AGG_TEST_UNSET":      `{"set":false,"value":""}`,
+	} {
+		m := agg.call("tools/call", `{"name":"fx:getenv","arguments":{"name":"`+name+`"}}`)
+		var r struct {
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		}
+		json.Unmarshal(m.Result, &r)
+		if string(r.StructuredContent) != want {
+			t.Errorf("%s in the child: %s, want %s", name, r.StructuredContent, want)
+		}
+	}
+}
+
 // A message over --max-message-size fails its own request, in either direction, and the
 // session goes on.
 func TestMessageOverLimit(t *testing.T) {
@@ -420,8 +448,8 @@ func TestSDKClient(t *testing.T) {
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
 	}
-	want := []string{"fs__echo", "fs__odd", "fs__fail", "fs__sleep", "fs__cancelled", "fs__hang", "fs__crash", "fs__big", "fs__close_stdout", "fs__pid", "fs__progress", "fs__grow",
-		"other__o_echo", "other__o_odd", "other__o_fail", "other__o_sleep", "other__o_cancelled", "other__o_hang", "other__o_crash", "other__o_big", "other__o_close_stdout", "other__o_pid", "other__o_progress", "other__o_grow"}
+	want := []string{"fs__echo", "fs__odd", "fs__fail", "fs__sleep", "fs__cancelled", "fs__hang", "fs__crash", "fs__big", "fs__close_stdout", "fs__pid", "fs__progress", "fs__grow", "fs__getenv",
+		"other__o_echo", "other__o_odd", "other__o_fail", "other__o_sleep", "other__o_cancelled", "other__o_hang", "other__o_crash", "other__o_big", "other__o_close_stdout", "other__o_pid", "other__o_progress", "other__o_grow", "other__o_getenv"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("tool names (-want +got):\n%s", diff)
 	}
