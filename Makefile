@@ -38,8 +38,9 @@ lint: vet
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
 
-# A short run of every fuzz target (their seed corpora run with `go test`).
+# A short run of every fuzz target (their seed corpora run with `go test`). Minimizing a new
+# input can take the whole run otherwise.
 FUZZTIME ?= 15s
 fuzz:
-	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
