@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,31 @@ func TestReadmeDemo(t *testing.T) {
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %s\nstdout:\n%s\nstderr:\n%s", want, &stdout, &stderr)
+		}
+	}
+}
+
+// check on the bundled demo config: both servers healthy, with their tools, prompts and
+// resources counted.
+func TestCheckDemo(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(aggBinary, "check", "--config", "examples/demo.json")
+	cmd.Dir = root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^calc +ok +[0-9]+ms +2025-11-25 +3 +0 +0$`),
+		regexp.MustCompile(`(?m)^notes +ok +[0-9]+ms +2025-11-25 +2 +1 +1$`),
+		regexp.MustCompile(`(?m)^2 of 2 servers healthy, 5 tools.$`),
+	} {
+		if !want.Match(stdout.Bytes()) {
+			t.Errorf("stdout lacks %s:\n%s", want, &stdout)
 		}
 	}
 }

@@ -30,11 +30,17 @@ const (
 )
 
 const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
+       mcp-simple-aggregator check --config FILE [--json] [flags]
 
 Starts every MCP server listed in FILE as a child process and serves all of their
 tools to one MCP client over standard input and output, each tool named after its
 server's key: the tool "search_code" of the server "sourcebot" becomes
 "sourcebot:search_code".
+
+"check" starts every server of FILE as serving does, prints a table of how each
+one started (status, start-up time, protocol, counts of tools, prompts and
+resources) and every tool name, marking the names that clients would reject, then
+stops them all. It exits with 0 when every server is healthy, 1 otherwise.
 
 Flags:
 %s
@@ -72,6 +78,8 @@ type options struct {
 	startupTimeout time.Duration
 	maxMessageSize int
 	debug          bool
+	check          bool // the check command
+	json           bool // check: print JSON
 }
 
 func main() {
@@ -79,7 +87,11 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	opts, code, done := parseFlags(args, stdout, stderr)
+	check := len(args) > 0 && args[0] == "check"
+	if check {
+		args = args[1:]
+	}
+	opts, code, done := parseFlags(args, check, stdout, stderr)
 	if done {
 		return code
 	}
@@ -105,14 +117,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// SIGINT and SIGTERM end the session like the end of stdin: every child is stopped.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	agg, err := aggregator.Start(ctx, cfg, aggregator.Options{
+	aggOpts := aggregator.Options{
 		Separator:      opts.separator,
 		StartupTimeout: opts.startupTimeout,
 		MaxMessageSize: opts.maxMessageSize,
 		Version:        buildVersion(),
 		Log:            log,
 		Stderr:         stderr,
-	})
+	}
+	if opts.check {
+		return runCheck(ctx, cfg, aggOpts, opts.json, stdout)
+	}
+	agg, err := aggregator.Start(ctx, cfg, aggOpts)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
@@ -139,7 +155,8 @@ func shutdownReason(ctx context.Context, err error) string {
 
 // parseFlags parses the command line. When done is true the program ends with code: after
 // --help or --version (printed on stdout, as asked for) or after a usage error (on stderr).
-func parseFlags(args []string, stdout, stderr io.Writer) (opts options, code int, done bool) {
+func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts options, code int, done bool) {
+	opts.check = check
 	fs := flag.NewFlagSet("mcp-simple-aggregator", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&opts.configPath, "config", "", "the configuration `FILE` (required)")
@@ -150,6 +167,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (opts options, code int
 		"the largest message, in `bytes`, accepted from the client or a server")
 	fs.BoolVar(&opts.debug, "debug", false, "also log lifecycle events and traffic summaries on stderr")
 	version := fs.Bool("version", false, "print the version and exit")
+	if check {
+		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")
+	}
 	usage := func(w io.Writer) {
 		var b strings.Builder
 		fs.SetOutput(&b)

@@ -71,39 +71,11 @@ const chainVar = "MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN"
 // and listed their tools. If any fails, the others are stopped and the error describes every
 // failure.
 func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, error) {
-	if opts.Separator == "" {
-		opts.Separator = ":"
-	}
-	if opts.StartupTimeout <= 0 {
-		opts.StartupTimeout = 30 * time.Second
-	}
-	if opts.MaxMessageSize <= 0 {
-		opts.MaxMessageSize = stdio.DefaultMaxMessageSize
-	}
-	if opts.ShutdownGrace <= 0 {
-		opts.ShutdownGrace = 2 * time.Second
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Stderr == nil {
-		opts.Stderr = io.Discard
-	}
-	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug)}
-	if err := a.checkLoop(); err != nil {
+	a, err := newAggregator(ctx, cfg, opts)
+	if err != nil {
 		return nil, err
 	}
-	// Created before any watcher can trigger it; it sends only once Serve has connected the
-	// client and the client has said it is initialized (ready is set after up).
-	a.notify = newDebouncer(10*time.Millisecond, func() {
-		if a.ready.Load() {
-			if err := a.up.Notify("notifications/tools/list_changed"); err != nil {
-				a.log.Debug("notify list_changed", "error", err)
-			}
-		}
-	})
-
+	opts = a.opts
 	ctx, cancel := context.WithTimeout(ctx, opts.StartupTimeout)
 	defer cancel()
 	servers := make([]*server, len(cfg.Servers))
@@ -142,6 +114,44 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		s.log.Debug("ready", "tools", len(s.tools))
 		go a.watch(s)
 	}
+	return a, nil
+}
+
+// newAggregator applies the defaults of opts and checks for a configuration loop; it starts
+// nothing.
+func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, error) {
+	if opts.Separator == "" {
+		opts.Separator = ":"
+	}
+	if opts.StartupTimeout <= 0 {
+		opts.StartupTimeout = 30 * time.Second
+	}
+	if opts.MaxMessageSize <= 0 {
+		opts.MaxMessageSize = stdio.DefaultMaxMessageSize
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 2 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug)}
+	if err := a.checkLoop(); err != nil {
+		return nil, err
+	}
+	// Created before any watcher can trigger it; it sends only once Serve has connected the
+	// client and the client has said it is initialized (ready is set after up).
+	a.notify = newDebouncer(10*time.Millisecond, func() {
+		if a.ready.Load() {
+			if err := a.up.Notify("notifications/tools/list_changed"); err != nil {
+				a.log.Debug("notify list_changed", "error", err)
+			}
+		}
+	})
 	return a, nil
 }
 

@@ -1,5 +1,5 @@
 // Command notes is a demo MCP server that keeps short notes in memory, built with the Go MCP
-// SDK. It needs no network and is one of the servers of examples/demo.json; its greeting comes
+// SDK: two tools, a prompt and a resource. It needs no network and is one of the servers of examples/demo.json; its greeting comes
 // from the environment, to show the "env" of a server entry.
 package main
 
@@ -45,6 +45,22 @@ func main() {
 				text = greeting + "! Your notes:\n- " + strings.Join(all, "\n- ")
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+		})
+	render := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(notes, "\n")
+	}
+	server.AddPrompt(&mcp.Prompt{Name: "summarize_notes", Description: "Asks for a summary of the notes."},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{
+				Role:    "user",
+				Content: &mcp.TextContent{Text: "Summarize these notes:\n" + render()},
+			}}}, nil
+		})
+	server.AddResource(&mcp.Resource{URI: "notes://all", Name: "all notes", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: render()}}}, nil
 		})
 	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+)
+
+// runCheck runs the check command: the report goes to stdout, as a table or as JSON.
+func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, asJSON bool, stdout io.Writer) int {
+	rep := aggregator.Check(ctx, cfg, opts)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		enc.Encode(rep)
+	} else {
+		writeReport(stdout, rep)
+	}
+	if !rep.OK {
+		return exitError
+	}
+	return exitOK
+}
+
+func writeReport(w io.Writer, rep *aggregator.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSTATUS\tSTART-UP\tPROTOCOL\tTOOLS\tPROMPTS\tRESOURCES")
+	for _, s := range rep.Servers {
+		if s.OK {
+			fmt.Fprintf(tw, "%s\tok\t%dms\t%s\t%d\t%d\t%d\n", s.Key, s.StartupMS, s.Protocol, s.Tools, s.Prompts, s.Resources)
+		} else {
+			fmt.Fprintf(tw, "%s\tfailed\t%dms\t-\t-\t-\t-\n", s.Key, s.StartupMS)
+		}
+	}
+	tw.Flush()
+	var failures []string
+	for _, s := range rep.Servers {
+		if !s.OK {
+			failures = append(failures, s.Error)
+		}
+	}
+	failures = append(failures, rep.Problems...)
+	if len(failures) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(failures, "\n"))
+	}
+	if len(rep.Tools) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOOL\tANTHROPIC/OPENAI\tCURSOR")
+		for _, t := range rep.Tools {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, accepted(t.API), accepted(t.Cursor))
+		}
+		tw.Flush()
+	}
+	for _, a := range rep.Advice {
+		fmt.Fprintf(w, "\n%s\n", a)
+	}
+	healthy := 0
+	for _, s := range rep.Servers {
+		if s.OK {
+			healthy++
+		}
+	}
+	fmt.Fprintf(w, "\n%d of %d servers healthy, %d tools.\n", healthy, len(rep.Servers), len(rep.Tools))
+}
+
+func accepted(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "rejected"
+}
