@@ -1,7 +1,7 @@
 # Thin wrappers over the go command; `go test ./...` alone runs every test.
 GO ?= go
 
-.PHONY: all generate check-generate build cross test race vet lint fuzz
+.PHONY: all generate check-generate build cross test race vet lint fuzz interop
 
 all: check-generate lint test
 
@@ -28,6 +28,11 @@ test:
 
 race:
 	$(GO) test -race ./...
+
+# The official TypeScript SDK client against the MCP reference servers, directly and through
+# the aggregator (packages pinned in test/interop/package-lock.json).
+interop: build
+	cd test/interop && npm ci --no-audit --no-fund && AGGREGATOR="$(CURDIR)/bin/mcp-simple-aggregator" npm test
 
 vet:
 	$(GO) vet ./...
