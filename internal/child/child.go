@@ -28,7 +28,6 @@ type Spec struct {
 
 // Process is a running (or exited) child.
 type Process struct {
-	Key string
 	// Stdin is the child's standard input; closing it is the polite way to ask the child to
 	// stop.
 	Stdin io.WriteCloser
@@ -78,7 +77,7 @@ func Start(spec Spec, stderr io.Writer) (*Process, error) {
 	cmd := exec.Command(spec.Command, spec.Args...)
 	cmd.Env = spec.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	p := &Process{Key: spec.Key, Stdin: inW, Stdout: outR, cmd: cmd, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
+	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
 	p.plat.prepare(cmd)
 	err = cmd.Start()
 	// The child has its own copies of its ends of the pipes (or failed to start).
@@ -109,10 +108,6 @@ func Start(spec Spec, stderr io.Writer) (*Process, error) {
 
 // Exited is closed when the child has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
-
-// ExitError describes how the child ended ("exit status 1", "signal: killed"); it is nil for
-// a zero exit status and must be called only after Exited is closed.
-func (p *Process) ExitError() error { return p.err }
 
 // ExitDescription says how the child ended, in words for an error message.
 func (p *Process) ExitDescription() string {

@@ -387,6 +387,3 @@ func (c *Conn) CloseRead() error {
 	}
 	return nil
 }
-
-// Done is closed when Close or CloseRead has been called.
-func (c *Conn) Done() <-chan struct{} { return c.closed }
