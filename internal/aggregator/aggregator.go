@@ -92,21 +92,27 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		}()
 	}
 	wg.Wait()
+	// A child may announce a list change while others are still starting: refreshTools takes
+	// the same lock and leaves the first catalog to this function.
+	a.mu.Lock()
 	for _, s := range servers {
 		if s != nil {
 			a.servers = append(a.servers, s)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		a.mu.Unlock()
 		a.Close()
 		return nil, fmt.Errorf("%s: start-up failed, every server was stopped:\n%w", cfg.File, err)
 	}
 	cat, err := buildCatalog(a.servers, opts.Separator)
 	if err != nil {
+		a.mu.Unlock()
 		a.Close()
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	a.catalog.Store(cat)
+	a.mu.Unlock()
 	if warning := nameWarning(cat, opts.Separator); warning != "" {
 		a.log.Warn(warning)
 	}
@@ -295,10 +301,10 @@ func (a *Aggregator) serverDown(s *server, why string) {
 }
 
 // refreshTools re-reads a child's tools after it announced a change.
-func (a *Aggregator) refreshTools(s *server) {
+func (a *Aggregator) refreshTools(s *server, session *mcp.ClientSession) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StartupTimeout)
 	defer cancel()
-	tools, err := s.listTools(ctx)
+	tools, err := listTools(ctx, session)
 	if err != nil {
 		s.log.Warn("re-reading the tool list after a change failed; keeping the previous list", "error", err)
 		return
@@ -311,6 +317,11 @@ func (a *Aggregator) refreshTools(s *server) {
 	default:
 	}
 	s.tools = tools
+	if a.catalog.Load() == nil {
+		// Start-up has not built the first catalog yet; it will, with these tools.
+		a.mu.Unlock()
+		return
+	}
 	cat, err := buildCatalog(a.liveServers(), a.opts.Separator)
 	if err != nil {
 		a.mu.Unlock()

@@ -91,8 +91,9 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-			go a.refreshTools(s)
+		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
+			// req.Session, not s.session: this may run before Connect has returned.
+			go a.refreshTools(s, req.Session)
 		},
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 			a.forwardProgress(req.Params)
@@ -112,11 +113,15 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 	if res := session.InitializeResult(); res != nil {
 		s.log.Debug("initialized", "protocol", res.ProtocolVersion, "name", nameOf(res.ServerInfo))
 	}
-	tools, err := s.listTools(ctx)
+	tools, err := listTools(ctx, session)
 	if err != nil {
 		return fail("tools/list", err)
 	}
-	s.tools = tools
+	a.mu.Lock() // a list_changed from the child may already be re-reading (refreshTools)
+	if s.tools == nil {
+		s.tools = tools
+	}
+	a.mu.Unlock()
 	return s, nil
 }
 
@@ -160,14 +165,14 @@ func tailText(lines []string) string {
 	return "; its last stderr lines:\n    " + strings.Join(lines, "\n    ")
 }
 
-// listTools reads every page of the child's tool list, as raw definitions.
-func (s *server) listTools(ctx context.Context) ([]json.RawMessage, error) {
+// listTools reads every page of a child's tool list, as raw definitions.
+func listTools(ctx context.Context, session *mcp.ClientSession) ([]json.RawMessage, error) {
 	var tools []json.RawMessage
 	seen := map[string]bool{}
 	cursor := ""
 	for {
 		sk := &sink{stub: stubList}
-		_, err := s.session.ListTools(withSink(ctx, sk), &mcp.ListToolsParams{Cursor: cursor})
+		_, err := session.ListTools(withSink(ctx, sk), &mcp.ListToolsParams{Cursor: cursor})
 		result, rpcErr, got := sk.answer()
 		if rpcErr != nil {
 			return nil, rpcErr
