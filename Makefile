@@ -1,7 +1,7 @@
 # Thin wrappers over the go command; `go test ./...` alone runs every test.
 GO ?= go
 
-.PHONY: all generate check-generate build cross test race vet lint fuzz interop
+.PHONY: all generate check-generate build cross test race vet lint fuzz interop bench
 
 all: check-generate lint test
 
@@ -16,6 +16,12 @@ check-generate: generate
 
 build:
 	$(GO) build -o bin/mcp-simple-aggregator ./cmd/mcp-simple-aggregator
+
+# Speed and memory against a direct connection to the same child; updates the results section
+# of BENCHMARKS.md. A few minutes.
+bench: build
+	$(GO) build -o bin/fixture-server ./internal/fixture/server
+	$(GO) run ./internal/bench -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
 
 # The program must build for every platform it supports.
 cross:

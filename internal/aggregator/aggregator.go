@@ -53,7 +53,7 @@ type Aggregator struct {
 	cfgPath string
 	servers []*server
 
-	catalog atomic.Pointer[catalog]
+	catalog atomicCatalog
 	mu      sync.Mutex // serialises catalog changes
 
 	up        *stdio.Conn
@@ -62,6 +62,9 @@ type Aggregator struct {
 	notify    *debouncer
 	closeOnce sync.Once
 }
+
+// atomicCatalog holds the current catalog snapshot: calls read it without locks.
+type atomicCatalog = atomic.Pointer[catalog]
 
 // chainVar lists the configuration files of the aggregators above this one, so that a
 // configuration that starts itself again is caught instead of recursing.

@@ -1,0 +1,380 @@
+// Command bench measures mcp-simple-aggregator against a direct connection to the same child,
+// in one run, with the Go SDK's client on both paths. The child is the fixture server
+// (internal/fixture/server): an echo tool, a big tool returning N bytes, a start-up delay and
+// N filler tools. Every figure is the median of several interleaved runs (direct, aggregated,
+// direct, ...), so that drift of a shared machine hits both sides alike.
+//
+//	go run ./internal/bench -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
+//
+// `make bench` builds both binaries and runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var (
+	aggBin     = flag.String("aggregator", "bin/mcp-simple-aggregator", "the aggregator binary")
+	fixtureBin = flag.String("fixture", "bin/fixture-server", "the fixture server binary")
+	out        = flag.String("out", "", "also write the report (Markdown) to this file")
+	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
+	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
+	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
+)
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	var err error
+	if *aggBin, err = filepath.Abs(*aggBin); err != nil {
+		log.Fatal(err)
+	}
+	if *fixtureBin, err = filepath.Abs(*fixtureBin); err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "mcp-bench")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{dir: dir}
+
+	var rows []row
+	add := func(r ...row) {
+		rows = append(rows, r...)
+		for _, x := range r {
+			fmt.Fprintf(os.Stderr, "%-44s %14s %14s %s\n", x.name, x.direct, x.aggregated, x.ratio)
+		}
+	}
+	add(b.latency()...)
+	add(b.throughput())
+	add(b.startup())
+	add(b.discovery())
+	add(b.payload()...)
+	add(b.idle())
+
+	report := render(rows)
+	fmt.Print(report)
+	if *out != "" {
+		if err := writeResults(*out, report); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+type row struct {
+	name, direct, aggregated, ratio, target string
+}
+
+type bench struct {
+	dir string
+	seq int
+}
+
+// session is a client connected to a process.
+type session struct {
+	*mcp.ClientSession
+	cmd *exec.Cmd
+}
+
+// connect starts cmd and connects the SDK's client to it. The SDK's CommandTransport caps
+// lines at 16 MiB, too little for the 64 MiB measurement: IOTransport takes a limit.
+func connect(cmd *exec.Cmd) (*session, time.Duration) {
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	s, err := client.Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: 256 << 20},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		log.Fatalf("connecting to %s: %v", cmd.Path, err)
+	}
+	return &session{s, cmd}, time.Since(start)
+}
+
+// Close ends the session and waits for the process.
+func (s *session) Close() {
+	s.ClientSession.Close()
+	s.cmd.Wait()
+}
+
+func (b *bench) direct(args ...string) *session {
+	s, _ := connect(exec.Command(*fixtureBin, args...))
+	return s
+}
+
+// aggregated starts the aggregator over n children started with args.
+func (b *bench) aggregated(n int, args ...string) (*session, time.Duration) {
+	servers := map[string]any{}
+	if args == nil {
+		args = []string{} // null is not an array: the schema would reject it
+	}
+	for i := range n {
+		servers[fmt.Sprintf("s%02d", i)] = map[string]any{"command": *fixtureBin, "args": args}
+	}
+	data, _ := json.Marshal(map[string]any{"mcpServers": servers})
+	b.seq++
+	path := filepath.Join(b.dir, fmt.Sprintf("config-%d.json", b.seq))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		log.Fatal(err)
+	}
+	return connect(exec.Command(*aggBin, "--config", path, "--separator", "__"))
+}
+
+func call(s *session, name string, args any) {
+	if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args}); err != nil {
+		log.Fatalf("%s: %v", name, err)
+	}
+}
+
+// latency: sequential echo calls, p50 and p99 of each run, median over runs.
+func (b *bench) latency() []row {
+	d := b.direct()
+	a, _ := b.aggregated(1)
+	defer d.Close()
+	defer a.Close()
+	args := map[string]any{"text": "hello"}
+	measure := func(s *session, name string) (p50, p99 time.Duration) {
+		for range 200 { // warm-up
+			call(s, name, args)
+		}
+		lat := make([]time.Duration, *calls)
+		for i := range lat {
+			start := time.Now()
+			call(s, name, args)
+			lat[i] = time.Since(start)
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2], lat[len(lat)*99/100]
+	}
+	var d50, d99, a50, a99 []time.Duration
+	for range *runs {
+		x, y := measure(d, "echo")
+		d50, d99 = append(d50, x), append(d99, y)
+		x, y = measure(a, "s00__echo")
+		a50, a99 = append(a50, x), append(a99, y)
+	}
+	dp50, dp99, ap50, ap99 := median(d50), median(d99), median(a50), median(a99)
+	return []row{
+		{"echo latency p50", us(dp50), us(ap50), fmt.Sprintf("+%s added = %.2fx a direct round trip", us(ap50-dp50), float64(ap50-dp50)/float64(dp50)), "added <= 0.5x"},
+		{"echo latency p99", us(dp99), us(ap99), fmt.Sprintf("+%s added", us(ap99-dp99)), ""},
+	}
+}
+
+// throughput: 8 concurrent callers for a few seconds.
+func (b *bench) throughput() row {
+	d := b.direct()
+	a, _ := b.aggregated(1)
+	defer d.Close()
+	defer a.Close()
+	measure := func(s *session, name string) float64 {
+		var n atomic.Int64
+		deadline := time.Now().Add(*tputTime)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					call(s, name, map[string]any{"text": "hello"})
+					n.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(n.Load()) / tputTime.Seconds()
+	}
+	var dr, ar []float64
+	for range max(3, *runs/2) {
+		dr = append(dr, measure(d, "echo"))
+		ar = append(ar, measure(a, "s00__echo"))
+	}
+	dm, am := median(dr), median(ar)
+	return row{"throughput, 8 callers (calls/s)", fmt.Sprintf("%.0f", dm), fmt.Sprintf("%.0f", am), fmt.Sprintf("%.0f%% of direct", 100*am/dm), ">= 70%"}
+}
+
+// startup: 20 children that take 300 ms each, from spawn to the first tools/list answer,
+// against one such child directly.
+func (b *bench) startup() row {
+	var dr, ar []time.Duration
+	for range 3 {
+		start := time.Now()
+		d := b.direct("-start-delay", "300ms")
+		if _, err := d.ListTools(context.Background(), nil); err != nil {
+			log.Fatal(err)
+		}
+		dr = append(dr, time.Since(start))
+		d.Close()
+
+		start = time.Now()
+		a, _ := b.aggregated(20, "-start-delay", "300ms")
+		if _, err := a.ListTools(context.Background(), nil); err != nil {
+			log.Fatal(err)
+		}
+		ar = append(ar, time.Since(start))
+		a.Close()
+	}
+	dm, am := median(dr), median(ar)
+	return row{"start-up: 20 slow children vs 1", ms(dm), ms(am), fmt.Sprintf("%.2fx one child", float64(am)/float64(dm)), "<= 1.3x"}
+}
+
+// discovery: tools/list of 2,000 tools, 10 children of 200 against one child of 2,000.
+func (b *bench) discovery() row {
+	d := b.direct("-only-fillers", "-tools", "2000")
+	a, _ := b.aggregated(10, "-only-fillers", "-tools", "200")
+	defer d.Close()
+	defer a.Close()
+	measure := func(s *session) time.Duration {
+		lat := make([]time.Duration, 30)
+		for i := range lat {
+			start := time.Now()
+			res, err := s.ListTools(context.Background(), nil)
+			if err != nil || len(res.Tools) != 2000 {
+				log.Fatalf("tools/list: %v (%d tools)", err, len(res.Tools))
+			}
+			lat[i] = time.Since(start)
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2]
+	}
+	var dr, ar []time.Duration
+	for range *runs {
+		dr = append(dr, measure(d))
+		ar = append(ar, measure(a))
+	}
+	dm, am := median(dr), median(ar)
+	return row{"tools/list of 2,000 tools, p50", us(dm), us(am), fmt.Sprintf("%.2fx one child", float64(am)/float64(dm)), "<= 1.1x"}
+}
+
+// payload: one 8 MiB result (time and the aggregator's peak RSS over its idle footprint), and
+// one 64 MiB result.
+func (b *bench) payload() []row {
+	var rows []row
+	for _, size := range []int{8 << 20, 64 << 20} {
+		d := b.direct()
+		a, _ := b.aggregated(1)
+		idle := rss(a.cmd.Process.Pid, "VmRSS")
+		n := 3
+		if size > 8<<20 {
+			n = 1
+		}
+		var dr, ar []time.Duration
+		for range n {
+			start := time.Now()
+			call(d, "big", map[string]any{"bytes": size})
+			dr = append(dr, time.Since(start))
+			start = time.Now()
+			call(a, "s00__big", map[string]any{"bytes": size})
+			ar = append(ar, time.Since(start))
+		}
+		peak := rss(a.cmd.Process.Pid, "VmHWM")
+		d.Close()
+		a.Close()
+		label := fmt.Sprintf("%d MiB result", size>>20)
+		rows = append(rows,
+			row{label + ", time", ms(median(dr)), ms(median(ar)), fmt.Sprintf("%.2fx direct", float64(median(ar))/float64(median(dr))), ""},
+			row{label + ", aggregator peak RSS over idle", "", mib(peak - idle), fmt.Sprintf("%.2fx the payload", float64(peak-idle)/float64(size)), "<= 4x"},
+		)
+	}
+	return rows
+}
+
+// idle: the aggregator's footprint with 10 idle children.
+func (b *bench) idle() row {
+	a, _ := b.aggregated(10)
+	defer a.Close()
+	if _, err := a.ListTools(context.Background(), nil); err != nil {
+		log.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	return row{"idle RSS, 10 children", "", mib(rss(a.cmd.Process.Pid, "VmRSS")), "", ""}
+}
+
+// rss reads a memory figure (VmRSS, VmHWM) of a process, in bytes, from /proc (Linux).
+func rss(pid int, field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// writeResults puts report between the markers of the results section of file, keeping the
+// rest (the analysis) as it is; a file without markers gets the section appended.
+func writeResults(file, report string) error {
+	const begin, end = "<!-- results: written by make bench -->\n", "<!-- /results -->\n"
+	section := begin + "Command: `make bench` (`go run ./internal/bench -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md`)\n\n" + report + end
+	old, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	text := string(old)
+	i, j := strings.Index(text, begin), strings.Index(text, end)
+	if i >= 0 && j > i {
+		text = text[:i] + section + text[j+len(end):]
+	} else {
+		text += section
+	}
+	return os.WriteFile(file, []byte(text), 0o644)
+}
+
+func median[T int64 | float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+func mib(n int64) string        { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+func render(rows []row) string {
+	var b strings.Builder
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	fmt.Fprintf(&b, "| measurement | direct | through the aggregator | ratio | target |\n| --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.name, r.direct, r.aggregated, r.ratio, r.target)
+	}
+	fmt.Fprintf(&b, "\nMachine: %d cores (%s), %s/%s, %s. Date: %s. Runs: %d interleaved.\n",
+		runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"), *runs)
+	return b.String()
+}
