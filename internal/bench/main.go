@@ -36,6 +36,7 @@ var (
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
+	only       = flag.String("only", "", "run only this measurement: latency, throughput, startup, discovery, payload, idle")
 )
 
 func main() {
@@ -62,12 +63,25 @@ func main() {
 			fmt.Fprintf(os.Stderr, "%-44s %14s %14s %s\n", x.name, x.direct, x.aggregated, x.ratio)
 		}
 	}
-	add(b.latency()...)
-	add(b.throughput())
-	add(b.startup())
-	add(b.discovery())
-	add(b.payload()...)
-	add(b.idle())
+	want := func(name string) bool { return *only == "" || *only == name }
+	if want("latency") {
+		add(b.latency()...)
+	}
+	if want("throughput") {
+		add(b.throughput())
+	}
+	if want("startup") {
+		add(b.startup())
+	}
+	if want("discovery") {
+		add(b.discovery())
+	}
+	if want("payload") {
+		add(b.payload()...)
+	}
+	if want("idle") {
+		add(b.idle())
+	}
 
 	report := render(rows)
 	fmt.Print(report)
