@@ -47,6 +47,8 @@ func TestPassThroughMatchesDirect(t *testing.T) {
 		for _, tc := range []struct{ tool, args string }{
 			{"echo", args},
 			{"echo", `{}`},
+			// Whitespace and escapes in the arguments reach the child as the client wrote them.
+			{"echo", "{ \"spaced\" :\t[ 1 , 2.0 ] , \"esc\": \"\\u00e9\\/\" }"},
 			{"odd", `{}`},
 			{"fail", `{"x":1}`},
 		} {

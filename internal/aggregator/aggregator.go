@@ -60,6 +60,7 @@ type Aggregator struct {
 	upSession atomic.Pointer[mcp.ServerSession]
 	ready     atomic.Bool // the client has sent notifications/initialized
 	notify    *debouncer
+	fast      *fastCalls
 	closeOnce sync.Once
 }
 
@@ -148,7 +149,7 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 		opts.Stderr = io.Discard
 	}
 	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug)}
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug), fast: newFastCalls()}
 	if err := a.checkLoop(); err != nil {
 		return nil, err
 	}
@@ -234,6 +235,7 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		MaxMessageSize: a.opts.MaxMessageSize,
 		BadLine:        a.badClientLine,
 		Received:       a.received,
+		Intercept:      a.interceptClient,
 		DrainOnEOF:     drainOnEOF,
 	})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
@@ -294,6 +296,7 @@ func (a *Aggregator) serverDown(s *server, why string) {
 	if !s.markDown(why) {
 		return
 	}
+	a.failFastCalls(s, why)
 	a.log.Error(fmt.Sprintf("server %q %s; its tools are no longer available%s", s.key, why, tailText(s.proc.Tail())))
 	go s.stop(a.opts.ShutdownGrace)
 	a.mu.Lock()

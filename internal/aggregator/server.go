@@ -65,6 +65,7 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	s.conn = &childConn{Conn: stdio.New(proc.Stdout, proc.Stdin, &stdio.Options{
 		MaxMessageSize: a.opts.MaxMessageSize,
+		Intercept:      func(m jsonrpc.Message) bool { return a.interceptChild(s, m) },
 		BadLine: func(_ *stdio.Conn, line []byte, err error) jsonrpc.Message {
 			if errors.Is(err, stdio.ErrTooLarge) {
 				// Fail the request it answers rather than leave it waiting forever.

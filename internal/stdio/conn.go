@@ -49,6 +49,9 @@ type Options struct {
 	// Received is called for every message read, before the session sees it. It must not
 	// block.
 	Received func(jsonrpc.Message)
+	// Intercept, when it returns true, takes a message read away from the session: the
+	// aggregator forwards tools/call itself, as raw JSON-RPC. It must not block.
+	Intercept func(jsonrpc.Message) bool
 	// DrainOnEOF, when positive, holds back the end of the input until every request read
 	// has been answered, or for at most this long: a client that sends its requests and closes
 	// its end of the pipe still gets its answers.
@@ -105,6 +108,13 @@ type transport struct{ c *Conn }
 
 func (t transport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
 
+// intercepted reports whether Options.Intercept took msg away from the session. Replacement
+// messages from BadLine go through it too: the answer that fails an oversized response must
+// reach whoever waits for it.
+func (c *Conn) intercepted(msg jsonrpc.Message) bool {
+	return c.opts.Intercept != nil && c.opts.Intercept(msg)
+}
+
 // SessionID implements mcp.Connection: stdio sessions have no ID.
 func (c *Conn) SessionID() string { return "" }
 
@@ -123,7 +133,7 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			default:
 			}
 			if errors.Is(err, ErrTooLarge) {
-				if msg := c.bad(line, err); msg != nil {
+				if msg := c.bad(line, err); msg != nil && !c.intercepted(msg) {
 					return msg, nil
 				}
 				continue
@@ -139,7 +149,7 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		msg, err := decodeMessage(line)
 		if err != nil {
-			if msg := c.bad(line, err); msg != nil {
+			if msg := c.bad(line, err); msg != nil && !c.intercepted(msg) {
 				return msg, nil
 			}
 			continue
@@ -165,6 +175,10 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 					}
 				}
 			}
+		}
+		// After the bookkeeping above: an intercepted request may be answered at once.
+		if c.intercepted(msg) {
+			continue
 		}
 		return msg, nil
 	}
@@ -336,18 +350,37 @@ func (c *Conn) Write(_ context.Context, msg jsonrpc.Message) error {
 			if err != nil {
 				return err
 			}
-			return c.writeParts([]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), data, []byte("}\n"))
+			return c.WriteParts([]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), data, []byte("}\n"))
 		}
 	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
-	return c.writeParts(data, []byte("\n"))
+	return c.WriteParts(data, []byte("\n"))
+}
+
+// WriteResponse writes the response to request id with an encoded result or error object,
+// as they are.
+func (c *Conn) WriteResponse(id jsonrpc.ID, result, errObj json.RawMessage) error {
+	if c.opts.DrainOnEOF > 0 {
+		defer c.answered(id)
+	}
+	idJSON, err := json.Marshal(id.Raw())
+	if err != nil {
+		return err
+	}
+	if errObj != nil {
+		return c.WriteParts([]byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"error":`), errObj, []byte("}\n"))
+	}
+	if len(result) == 0 {
+		result = json.RawMessage("null") // the peer sent neither: keep the line valid JSON
+	}
+	return c.WriteParts([]byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"result":`), result, []byte("}\n"))
 }
 
 // WriteRaw writes an already encoded message (one line of JSON, without its newline).
-func (c *Conn) WriteRaw(data []byte) error { return c.writeParts(data, []byte("\n")) }
+func (c *Conn) WriteRaw(data []byte) error { return c.WriteParts(data, []byte("\n")) }
 
 // Notify writes a notification outside any session, such as the aggregator's own
 // "notifications/tools/list_changed".
@@ -355,7 +388,9 @@ func (c *Conn) Notify(method string) error {
 	return c.WriteRaw([]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `}`))
 }
 
-func (c *Conn) writeParts(parts ...[]byte) error {
+// WriteParts writes the concatenation of parts as one message: one line of JSON that ends with
+// a newline.
+func (c *Conn) WriteParts(parts ...[]byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
