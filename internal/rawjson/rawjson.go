@@ -1,0 +1,166 @@
+// Package rawjson finds the members of a JSON object without decoding it: the byte ranges of
+// their values, so that a message can be routed and forwarded with its values as they were
+// written. It expects well-formed JSON (check with json.Valid first); on malformed input it
+// reports failure and never panics.
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Object calls fn for each member of the JSON object obj, in order, with its key (unescaped)
+// and the byte range of its value in obj. It stops early when fn returns false. It reports
+// whether obj is an object whose members could all be read (true as well when fn stopped it).
+// The key is only valid during the call.
+func Object(obj []byte, fn func(key []byte, start, end int) bool) bool {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return false
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return skipSpace(obj, i+1) == len(obj)
+	}
+	for i < len(obj) {
+		if obj[i] != '"' {
+			return false
+		}
+		kend, escaped := skipString(obj, i)
+		if kend < 0 {
+			return false
+		}
+		key := obj[i+1 : kend-1]
+		if escaped {
+			var s string
+			if json.Unmarshal(obj[i:kend], &s) != nil {
+				return false
+			}
+			key = []byte(s)
+		}
+		i = skipSpace(obj, kend)
+		if i >= len(obj) || obj[i] != ':' {
+			return false
+		}
+		start := skipSpace(obj, i+1)
+		end := skipValue(obj, start)
+		if end < 0 {
+			return false
+		}
+		if !fn(key, start, end) {
+			return true
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) {
+			return false
+		}
+		switch obj[i] {
+		case ',':
+			i = skipSpace(obj, i+1)
+		case '}':
+			return skipSpace(obj, i+1) == len(obj)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// Member finds the value of the top-level member key of the JSON object obj. When the key
+// occurs more than once, the last one counts, as with encoding/json.
+func Member(obj []byte, key string) (start, end int, ok bool) {
+	found := false
+	valid := Object(obj, func(k []byte, s, e int) bool {
+		if string(k) == key {
+			start, end, found = s, e, true
+		}
+		return true
+	})
+	return start, end, valid && found
+}
+
+// String returns the contents of the JSON string value v without its quotes when it has no
+// escapes and is valid UTF-8 (encoding/json would replace bad bytes), the common case that
+// needs no allocation.
+func String(v []byte) (s []byte, ok bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return nil, false
+	}
+	s = v[1 : len(v)-1]
+	if bytes.IndexByte(s, '\\') >= 0 || bytes.IndexByte(s, '"') >= 0 || !utf8.Valid(s) {
+		return nil, false
+	}
+	return s, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at b[i] (a quote), and whether
+// it has escapes; -1 when it does not end.
+func skipString(b []byte, i int) (end int, escaped bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			return j + 1, escaped
+		case '\\':
+			escaped = true
+			j++
+		}
+	}
+	return -1, false
+}
+
+// skipValue returns the index after the value that starts at b[i]; -1 when there is none.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := skipString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := skipString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	case ',', '}', ']', ':':
+		return -1
+	default: // number, true, false, null
+		j := i
+		for j < len(b) {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}

@@ -1,0 +1,131 @@
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+type member struct {
+	Key   string
+	Value string
+}
+
+// reference reads the members of a valid JSON object with encoding/json.
+func reference(obj []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("not an object")
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, member{tok.(string), string(v)})
+	}
+	return out, nil
+}
+
+func members(obj []byte) ([]member, bool) {
+	var out []member
+	ok := Object(obj, func(k []byte, s, e int) bool {
+		out = append(out, member{string(k), string(obj[s:e])})
+		return true
+	})
+	return out, ok
+}
+
+var objects = []string{
+	`{}`,
+	` { } `,
+	`{"a":1}`,
+	"{ \"a\" :\t[ 1 , 2.0e3 ] ,\r\n \"b\" : {\"c\":\"}]\\\"\"} }",
+	`{"k\u00e9y":"v","esc\"aped":null,"":true,"n":-0.5e-7}`,
+	`{"a":{"b":[{"c":[]}]},"a":"last"}`,
+	`{"s":"\\","t":"\\\\\"","u":"[{"}`,
+}
+
+func TestObjectMatchesEncodingJSON(t *testing.T) {
+	for _, obj := range objects {
+		check(t, []byte(obj))
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	for _, bad := range []string{``, `[]`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1 "b":2}`, `{"a":"x`, `{"a":[1}`, `{"a":1}x`, `"a"`, `{a:1}`} {
+		if _, ok := members([]byte(bad)); ok {
+			t.Errorf("Object(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestMember(t *testing.T) {
+	obj := []byte(`{"name":"first","arguments":{"name":"inner"},"name":"last"}`)
+	s, e, ok := Member(obj, "name")
+	if !ok || string(obj[s:e]) != `"last"` {
+		t.Errorf("Member = %q, %v; want the last top-level \"name\"", obj[s:e], ok)
+	}
+	if _, _, ok := Member(obj, "missing"); ok {
+		t.Error("found a missing member")
+	}
+}
+
+func TestString(t *testing.T) {
+	for v, want := range map[string]string{`"abc"`: "abc", `""`: ""} {
+		if s, ok := String([]byte(v)); !ok || string(s) != want {
+			t.Errorf("String(%s) = %q, %v", v, s, ok)
+		}
+	}
+	for _, v := range []string{`"a\"b"`, `"a\nb"`, `1`, `"`} {
+		if _, ok := String([]byte(v)); ok {
+			t.Errorf("String(%s) succeeded", v)
+		}
+	}
+}
+
+func BenchmarkMember(b *testing.B) {
+	obj := []byte(`{"name":"server:echo","arguments":{"text":"hello","n":[1,2,3]},"_meta":{"progressToken":7}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := Member(obj, "name"); !ok {
+			b.Fatal("not found")
+		}
+	}
+}
+
+func check(t *testing.T, obj []byte) {
+	t.Helper()
+	want, err := reference(obj)
+	got, ok := members(obj)
+	if err != nil || !json.Valid(obj) {
+		return // only valid objects must be read; the others must merely not panic
+	}
+	if !ok {
+		t.Fatalf("Object(%q) failed", obj)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Object(%q):\n got %q\nwant %q", obj, got, want)
+	}
+}
+
+func FuzzObject(f *testing.F) {
+	for _, obj := range objects {
+		f.Add([]byte(obj))
+	}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		check(t, obj)
+		String(obj)
+	})
+}
