@@ -470,3 +470,27 @@ func TestSDKClient(t *testing.T) {
 		t.Error("the SDK client got no list_changed after a crash")
 	}
 }
+
+// A child that stops reading its stdin holds up neither the client's other calls nor the
+// aggregator's own answers: calls to it wait in the aggregator, not in the client's reader.
+func TestChildThatStopsReading(t *testing.T) {
+	agg := startAggregator(t, `{"mcpServers": {"deaf": {"command": "$FIXTURE", "args": ["-deaf"]}, "ok": {"command": "$FIXTURE"}}}`)
+	agg.initialize("test")
+	if m := agg.call("tools/call", `{"name":"deaf:echo","arguments":{}}`); m.Error != nil {
+		t.Fatalf("first call: %s", m.Line)
+	}
+	// Far more than a pipe holds: a write that waited for the child would stall the reader.
+	arg := strings.Repeat("x", 16<<10)
+	for range 64 {
+		agg.send("tools/call", `{"name":"deaf:echo","arguments":{"text":"`+arg+`"}}`)
+	}
+	if m := agg.call("tools/call", `{"name":"ok:echo","arguments":{"still":"served"}}`); !strings.Contains(string(m.Result), `"still":"served"`) {
+		t.Errorf("a call to another server while one does not read: %s", m.Line)
+	}
+	if m := agg.call("ping", `{}`); m.Error != nil {
+		t.Errorf("ping while a server does not read: %s", m.Line)
+	}
+	if strings.Contains(agg.stderr.String(), "exited") {
+		t.Errorf("the server that does not read was meant to stay up:\n%s", agg.stderr)
+	}
+}

@@ -19,6 +19,7 @@ type catalog struct {
 type tool struct {
 	exposed  string
 	original string
+	quoted   []byte // original as a JSON string, for forwarded calls
 	server   *server
 	def      json.RawMessage
 }
@@ -40,6 +41,7 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 				continue
 			}
 			t.exposed = s.key + sep + t.original
+			t.quoted, _ = json.Marshal(t.original) // a string always encodes
 			t.def, _, _ = renameTool(def, t.exposed)
 			if other, dup := c.tools[t.exposed]; dup {
 				problems = append(problems, fmt.Sprintf("the tool name %q would be exposed twice: for tool %q of server %q and for tool %q of server %q; "+

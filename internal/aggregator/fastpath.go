@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -112,11 +113,11 @@ func (a *Aggregator) forwardCall(req *jsonrpc.Request) bool {
 	if err != nil {
 		return false
 	}
-	var name string
-	if json.Unmarshal(req.Params[start:end], &name) != nil {
-		return false
+	name, ok := rawjson.String(req.Params[start:end])
+	if !ok {
+		return false // escaped or not a string: the SDK decodes it
 	}
-	t, ok := a.catalog.Load().tools[name]
+	t, ok := a.catalog.Load().tools[string(name)]
 	if !ok {
 		return false // the SDK answers with the spec's error
 	}
@@ -125,9 +126,8 @@ func (a *Aggregator) forwardCall(req *jsonrpc.Request) bool {
 		return false // the SDK path reports why
 	default:
 	}
-	quoted, _ := json.Marshal(t.original)
 	childID := fastPrefix + strconv.FormatUint(a.fast.seq.Add(1), 10)
-	c := &fastCall{upID: req.ID, childID: childID, server: t.server, tool: name, orig: t.original}
+	c := &fastCall{upID: req.ID, childID: childID, server: t.server, tool: t.exposed, orig: t.original}
 	if a.debug {
 		c.start = time.Now()
 		if s, e, err := memberValue(req.Params, "arguments"); err == nil {
@@ -135,16 +135,13 @@ func (a *Aggregator) forwardCall(req *jsonrpc.Request) bool {
 		}
 	}
 	a.fast.add(c)
-	// Written from a goroutine: a child that does not read its stdin must not stall the
-	// client's reader.
-	go func() {
-		err := t.server.conn.WriteParts(
-			[]byte(`{"jsonrpc":"2.0","id":"`+childID+`","method":"tools/call","params":`),
-			req.Params[:start], quoted, req.Params[end:], []byte("}\n"))
-		if err != nil && a.fast.takeChild(childID) != nil {
+	// Send does not keep the client's reader waiting for a child that does not read its stdin.
+	t.server.conn.Send(func(err error) {
+		if a.fast.takeChild(childID) != nil {
 			a.answerDown(c, "cannot be written to ("+err.Error()+")")
 		}
-	}()
+	}, []byte(`{"jsonrpc":"2.0","id":"`+childID+`","method":"tools/call","params":`),
+		req.Params[:start], t.quoted, req.Params[end:], []byte("}\n"))
 	return true
 }
 
@@ -169,7 +166,7 @@ func (a *Aggregator) forwardCancel(req *jsonrpc.Request) bool {
 		RequestID string `json:"requestId"`
 		Reason    string `json:"reason,omitempty"`
 	}{c.childID, p.Reason})
-	go c.server.conn.WriteRaw(append([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":`), append(params, '}')...))
+	c.server.conn.Send(nil, []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":`), params, []byte("}\n"))
 	return true
 }
 

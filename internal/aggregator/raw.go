@@ -1,7 +1,6 @@
 package aggregator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
@@ -135,32 +135,16 @@ func renameTool(obj json.RawMessage, name string) (json.RawMessage, string, erro
 }
 
 // memberValue finds the byte range of the value of the top-level member key in the JSON object
-// obj.
+// obj; when key occurs more than once, the last one, which is what the child's JSON decoder
+// uses too.
 func memberValue(obj json.RawMessage, key string) (start, end int, err error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	tok, err := dec.Token()
-	if err != nil {
-		return 0, 0, err
+	if start, end, ok := rawjson.Member(obj, key); ok {
+		return start, end, nil
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return 0, 0, fmt.Errorf("tool definition is not an object")
+	if !rawjson.Object(obj, func([]byte, int, int) bool { return true }) || !json.Valid(obj) {
+		return 0, 0, fmt.Errorf("not a JSON object: %.80s", obj)
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return 0, 0, err
-		}
-		k, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return 0, 0, err
-		}
-		if k == key {
-			end := int(dec.InputOffset())
-			return end - len(v), end, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("tool definition has no %q", key)
+	return 0, 0, fmt.Errorf("it has no %q", key)
 }
 
 // listPage is one page of a child's tools/list result.
