@@ -55,3 +55,5 @@ FUZZTIME ?= 15s
 fuzz:
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	$(GO) test ./internal/stdio -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	$(GO) test ./internal/rawjson -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
