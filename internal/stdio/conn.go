@@ -91,10 +91,14 @@ type Conn struct {
 	drained   chan struct{} // closed when pending becomes empty, while draining
 }
 
+// readBufferSize is the size of the reader's buffer: lines up to this long are decoded where
+// they were read.
+const readBufferSize = 64 << 10
+
 // New returns a Conn reading messages from r and writing them to w. Close closes both when
 // they are io.Closers.
 func New(r io.Reader, w io.Writer, opts *Options) *Conn {
-	c := &Conn{r: bufio.NewReaderSize(r, 64<<10), w: w, closed: make(chan struct{}), raws: map[string][]byte{}, pending: map[jsonrpc.ID]bool{}}
+	c := &Conn{r: bufio.NewReaderSize(r, readBufferSize), w: w, closed: make(chan struct{}), raws: map[string][]byte{}, pending: map[jsonrpc.ID]bool{}}
 	if opts != nil {
 		c.opts = *opts
 	}
@@ -414,12 +418,23 @@ func (c *Conn) readLine() (line []byte, owned bool, err error) {
 		}
 		return nil, false, err
 	}
-	// A line longer than the buffer: collect it.
-	line = append([]byte(nil), frag...)
+	// A line longer than the buffer: collect it in chunks, then copy it once into a slice of
+	// its exact size. Growing one slice instead allocated about five times the line's size
+	// on the way (append grows big slices by a quarter), which set the peak memory of large
+	// results (BENCHMARKS.md).
+	chunks := []*[]byte{chunk(frag)}
+	total := len(frag)
+	defer func() {
+		for _, c := range chunks {
+			*c = (*c)[:0]
+			chunkPool.Put(c)
+		}
+	}()
 	for {
 		frag, err = c.r.ReadSlice('\n')
-		if len(line)+len(frag) > c.opts.MaxMessageSize+1 {
-			head := line[:min(len(line), 256)]
+		if total+len(frag) > c.opts.MaxMessageSize+1 {
+			first := *chunks[0]
+			head := bytes.Clone(first[:min(len(first), 256)])
 			for errors.Is(err, bufio.ErrBufferFull) { // skip the rest of the line
 				_, err = c.r.ReadSlice('\n')
 			}
@@ -428,18 +443,37 @@ func (c *Conn) readLine() (line []byte, owned bool, err error) {
 			}
 			return head, false, ErrTooLarge
 		}
-		line = append(line, frag...)
+		chunks = append(chunks, chunk(frag))
+		total += len(frag)
 		switch {
 		case err == nil:
-			return line[:len(line)-1], true, nil
+			return join(chunks, total)[:total-1], true, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-			return line, true, nil
+		case errors.Is(err, io.EOF):
+			return join(chunks, total), true, nil
 		default:
 			return nil, false, err
 		}
 	}
+}
+
+// chunkPool holds the buffers long lines are collected in, each the size of the reader's
+// buffer.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, readBufferSize); return &b }}
+
+func chunk(frag []byte) *[]byte {
+	c := chunkPool.Get().(*[]byte)
+	*c = append((*c)[:0], frag...)
+	return c
+}
+
+func join(chunks []*[]byte, total int) []byte {
+	line := make([]byte, 0, total)
+	for _, c := range chunks {
+		line = append(line, *c...)
+	}
+	return line
 }
 
 // Write writes msg as one line. A response whose result is a placeholder from Raw is written

@@ -2,6 +2,8 @@ package stdio
 
 import (
 	"bytes"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -108,3 +110,27 @@ func sameError(a, b error) bool {
 }
 
 func sameRaw(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
+
+// Lines longer than the reader's buffer arrive whole, the last one also without a newline.
+func TestLongLines(t *testing.T) {
+	var in bytes.Buffer
+	var want []string
+	for i, size := range []int{readBufferSize - 40, readBufferSize * 3, 1 << 20, readBufferSize*2 + 7} {
+		params := `{"text":"` + strings.Repeat(string(rune('a'+i)), size) + `"}`
+		want = append(want, params)
+		in.WriteString(`{"jsonrpc":"2.0","method":"m","params":` + params + `}`)
+		if i < 3 {
+			in.WriteString("\n")
+		}
+	}
+	c := New(&in, io.Discard, nil)
+	msgs := readAll(t, c)
+	if len(msgs) != len(want) {
+		t.Fatalf("read %d messages, want %d", len(msgs), len(want))
+	}
+	for i, m := range msgs {
+		if got := string(m.(*jsonrpc.Request).Params); got != want[i] {
+			t.Errorf("message %d: params of %d bytes, want %d", i, len(got), len(want[i]))
+		}
+	}
+}
