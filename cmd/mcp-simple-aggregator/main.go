@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
@@ -97,6 +98,11 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == child.WatchdogArg {
+		child.RunWatchdog(stdin, stderr, child.WatchdogDefaultGrace)
+		return exitOK
+	}
+	rawStderr := stderr
 	check := len(args) > 0 && args[0] == "check"
 	if check {
 		args = args[1:]
@@ -123,6 +129,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
+
+	// The watchdog ends the servers' process groups if this process is killed before it can.
+	if exe, err := os.Executable(); err != nil {
+		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the aggregator", "error", err)
+	} else if err := child.StartWatchdog(exe, rawStderr); err != nil {
+		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the aggregator", "error", err)
+	}
+	defer child.StopWatchdog()
 
 	// SIGINT and SIGTERM end the session like the end of stdin: every child is stopped.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

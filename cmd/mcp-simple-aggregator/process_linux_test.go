@@ -12,7 +12,8 @@ import (
 
 // No process started by the aggregator, or by its children, outlives it: after the end of its
 // input, SIGTERM or SIGINT (with a child that ignores both EOF and SIGTERM, and one that
-// leaves a grandchild holding its stdout), and after SIGKILL (Linux's parent-death signal).
+// leaves a grandchild holding its stdout), and after SIGKILL (Linux's parent-death signal and
+// the watchdog).
 func TestNoDescendantSurvives(t *testing.T) {
 	const withGrandchild = `{"mcpServers": {"stubborn": {"command": "$FIXTURE", "args": ["-stubborn"]}, "parent": {"command": "$FIXTURE", "args": ["-grandchild"]}}}`
 	for _, tc := range []struct {
@@ -27,8 +28,8 @@ func TestNoDescendantSurvives(t *testing.T) {
 		{"sigint", withGrandchild,
 			func(p *peer) { p.cmd.Process.Signal(syscall.SIGINT) }},
 		// SIGKILL leaves no chance to clean up: the kernel's parent-death signal ends the
-		// children. (A grandchild that ignores the end of its input is beyond its reach.)
-		{"sigkill", `{"mcpServers": {"stubborn": {"command": "$FIXTURE", "args": ["-stubborn"]}, "parent": {"command": "$FIXTURE"}}}`,
+		// children, the watchdog the grandchild (which ignores the end of its input).
+		{"sigkill", withGrandchild,
 			func(p *peer) { p.cmd.Process.Kill() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,9 +42,9 @@ func TestNoDescendantSurvives(t *testing.T) {
 				}
 			}
 			family := descendants(agg.cmd.Process.Pid)
-			want := 2
+			want := 3 // two servers and the watchdog
 			if strings.Contains(tc.config, "-grandchild") {
-				want = 3
+				want = 4
 			}
 			if len(family) != want {
 				t.Fatalf("the aggregator has %d descendants %v, want %d", len(family), family, want)

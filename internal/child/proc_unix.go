@@ -19,7 +19,10 @@ func (p *platform) prepare(cmd *exec.Cmd) {
 	setParentDeathSignal(cmd.SysProcAttr)
 }
 
-func (p *platform) started(cmd *exec.Cmd) { p.pgid = cmd.Process.Pid }
+func (p *platform) started(cmd *exec.Cmd) {
+	p.pgid = cmd.Process.Pid
+	watchGroup(p.pgid)
+}
 
 func (p *platform) exited() {}
 
@@ -34,4 +37,5 @@ func (p *platform) groupAlive() bool {
 
 func (p *platform) kill() { _ = syscall.Kill(-p.pgid, syscall.SIGKILL) }
 
-func (p *platform) release() {}
+// release tells the watchdog the group is ended: Stop has killed it.
+func (p *platform) release() { forgetGroup(p.pgid) }
