@@ -1,7 +1,7 @@
 # Thin wrappers over the go command; `go test ./...` alone runs every test.
 GO ?= go
 
-.PHONY: all generate check-generate build cross test race vet lint fuzz interop bench
+.PHONY: all generate check-generate build cross test race vet lint fuzz faults interop bench
 
 all: check-generate lint test
 
@@ -48,6 +48,11 @@ lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go') >&2; echo "gofmt needed on the files above" >&2; exit 1; }
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
+
+# The fault suite (Linux): child, client and kill faults with real processes, under the race
+# detector (the aggregator under test is built with -race too).
+faults:
+	$(GO) test -race -count=1 -run '^TestFault' ./cmd/mcp-simple-aggregator
 
 # A short run of every fuzz target (their seed corpora run with `go test`). Minimizing a new
 # input can take the whole run otherwise.

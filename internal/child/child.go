@@ -122,7 +122,7 @@ func (p *Process) ExitDescription() string {
 	var ee *exec.ExitError
 	if errors.As(p.err, &ee) {
 		if s := ee.String(); strings.HasPrefix(s, "signal: ") {
-			return "killed by " + strings.TrimPrefix(s, "signal: ")
+			return "was killed by a signal (" + strings.TrimPrefix(s, "signal: ") + ")"
 		}
 		return fmt.Sprintf("exited with status %d", ee.ExitCode())
 	}
