@@ -129,11 +129,11 @@ func TestFaultChildAtStartup(t *testing.T) {
 // session leaves nothing behind.
 func TestFaultChildMidCall(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		tool string // called on the victim
+		name  string
+		args  []string
+		tool  string // called on the victim
 		args2 string
-		want string // in the answer
+		want  string // in the answer
 	}{
 		{"exit", nil, "crash", `{}`, `server \"victim\" exited with status 3`},
 		{"signal", []string{"-crash-signal"}, "crash", `{}`, `server \"victim\" was killed by a signal (killed)`},
