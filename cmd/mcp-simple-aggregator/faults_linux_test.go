@@ -417,3 +417,69 @@ func (p *peer) readQuietly(out interface{ Read([]byte) (int, error) }) {
 		}
 	}
 }
+
+// A server that answers requests it was never sent (here: the IDs under which the aggregator
+// forwards other servers' calls) completes nothing: traffic never crosses between servers.
+func TestFaultServerForgesAnotherServersAnswers(t *testing.T) {
+	tag := newTag(t)
+	agg := startAggregator(t, `{"mcpServers": {"honest": `+tagged(tag)+`, "thief": `+tagged(tag, "-forge-ids", "50")+`}}`)
+	agg.initialize("test")
+	var chans []<-chan message
+	for range 5 {
+		chans = append(chans, agg.send("tools/call", `{"name":"honest:sleep","arguments":{"ms":500}}`))
+	}
+	time.Sleep(100 * time.Millisecond)
+	// Its own call is among the IDs it forges: the first answer to it counts, whichever.
+	if m := agg.call("tools/call", `{"name":"thief:echo","arguments":{"k":1}}`); m.Result == nil {
+		t.Errorf("thief:echo answered %s", m.Line)
+	}
+	for _, ch := range chans {
+		if m := agg.wait(ch, "honest:sleep"); !strings.Contains(string(m.Result), "slept 500 ms") {
+			t.Errorf("a call to the honest server was answered by the other: %s", m.Line)
+		}
+	}
+	agg.in.Close()
+	<-agg.done
+	noneLeft(t, tag)
+}
+
+// Secrets from "env" are never logged, also not with --debug; their names may be.
+func TestFaultSecretsNeverLogged(t *testing.T) {
+	tag := newTag(t)
+	t.Setenv("FAULT_SECRET", "s3cret-from-the-environment")
+	agg := startAggregator(t, `{"mcpServers": {"s": {"command": "$FIXTURE", "env": {"FAULT_TAG": "`+tag+`", "API_TOKEN": "s3cret-literal-value", "OTHER": "${FAULT_SECRET}"}}}}`, "--debug")
+	agg.initialize("test")
+	if m := agg.call("tools/call", `{"name":"s:getenv","arguments":{"name":"API_TOKEN"}}`); !strings.Contains(string(m.Result), "s3cret-literal-value") {
+		t.Errorf("the server did not get its variable: %s", m.Line)
+	}
+	agg.in.Close()
+	<-agg.done
+	logged := agg.stderr.String()
+	for _, secret := range []string{"s3cret-literal-value", "s3cret-from-the-environment"} {
+		if strings.Contains(logged, secret) {
+			t.Errorf("stderr with --debug shows the value %q:\n%s", secret, logged)
+		}
+	}
+	noneLeft(t, tag)
+}
+
+// Config values never meet a shell: metacharacters reach the server as they are written.
+func TestFaultNoShell(t *testing.T) {
+	tag := newTag(t)
+	marker := filepath.Join(t.TempDir(), "pwned")
+	line := "; touch " + marker + " | touch " + marker + " `touch " + marker + "` $(touch " + marker + ") && touch " + marker
+	agg := startAggregator(t, `{"mcpServers": {"s": `+tagged(tag, "-stderr", line)+`}}`)
+	agg.initialize("test")
+	if m := agg.call("ping", `{}`); m.Error != nil {
+		t.Errorf("ping: %s", m.Line)
+	}
+	agg.in.Close()
+	<-agg.done
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a shell ran a command from the configuration")
+	}
+	if !strings.Contains(agg.stderr.String(), "[s] "+line) {
+		t.Errorf("the argument did not reach the server as written; stderr:\n%s", agg.stderr)
+	}
+	noneLeft(t, tag)
+}

@@ -58,14 +58,18 @@ func (f *fastCalls) add(c *fastCall) {
 	f.mu.Unlock()
 }
 
-func (f *fastCalls) takeChild(childID string) *fastCall {
+// takeChild removes and returns the call s was sent as childID; nil when there is none. A
+// child's answer only ever completes a call sent to that child: an ID made up or copied by
+// another child matches nothing.
+func (f *fastCalls) takeChild(s *server, childID string) *fastCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.byChild[childID]
-	if c != nil {
-		delete(f.byChild, childID)
-		delete(f.byUp, c.upID)
+	if c == nil || c.server != s {
+		return nil
 	}
+	delete(f.byChild, childID)
+	delete(f.byUp, c.upID)
 	return c
 }
 
@@ -141,7 +145,7 @@ func (a *Aggregator) forwardCall(req *jsonrpc.Request) bool {
 	a.fast.add(c)
 	// Send does not keep the client's reader waiting for a child that does not read its stdin.
 	t.server.conn.Send(func(err error) {
-		if a.fast.takeChild(childID) != nil {
+		if a.fast.takeChild(t.server, childID) != nil {
 			a.answerDown(c, "cannot be written to ("+err.Error()+")")
 		}
 	}, []byte(`{"jsonrpc":"2.0","id":"`+childID+`","method":"tools/call","params":`),
@@ -184,7 +188,7 @@ func (a *Aggregator) interceptChild(s *server, msg jsonrpc.Message) bool {
 	if !ok || !strings.HasPrefix(childID, fastPrefix) {
 		return false
 	}
-	c := a.fast.takeChild(childID)
+	c := a.fast.takeChild(s, childID)
 	if c == nil {
 		return true // cancelled, or answered twice: nobody waits for it
 	}
