@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -481,5 +482,103 @@ func TestFaultNoShell(t *testing.T) {
 	if !strings.Contains(agg.stderr.String(), "[s] "+line) {
 		t.Errorf("the argument did not reach the server as written; stderr:\n%s", agg.stderr)
 	}
+	noneLeft(t, tag)
+}
+
+// Soak: a seeded random mix of calls, list requests and server crashes from several callers
+// at once, for FAULT_SOAK (default 5s); every answer from a live server is compared byte for
+// byte with what the same fixture answers directly. Run under -race by make faults.
+func TestFaultSoak(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("FAULT_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	length := 5 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("FAULT_SOAK")); err == nil {
+		length = d
+	}
+	t.Logf("FAULT_SEED=%d FAULT_SOAK=%v", seed, length)
+	tag := newTag(t)
+	keys := []string{"a", "b", "c", "d"}
+	var entries []string
+	for _, k := range keys {
+		entries = append(entries, `"`+k+`": `+tagged(tag))
+	}
+	agg := startAggregator(t, `{"mcpServers": {`+strings.Join(entries, ",")+`}}`)
+	agg.initialize("test")
+	direct := startPeer(t, fixtureBin)
+	direct.initialize("test")
+
+	var mu sync.Mutex
+	crashed := map[string]bool{}
+	crashes := 0
+	end := time.Now().Add(length)
+	var wg sync.WaitGroup
+	var calls, lists atomic.Int64
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for time.Now().Before(end) && !t.Failed() {
+				key := keys[rng.IntN(len(keys))]
+				mu.Lock()
+				down := crashed[key]
+				mu.Unlock()
+				switch r := rng.IntN(100); {
+				case r < 2 && w == 0: // crash a server (at most two of the four)
+					mu.Lock()
+					if down || crashes >= 2 {
+						mu.Unlock()
+						continue
+					}
+					crashes++
+					crashed[key] = true
+					mu.Unlock()
+					if m := agg.call("tools/call", `{"name":"`+key+`:crash","arguments":{}}`); !strings.Contains(string(m.Error), `server \"`+key+`\" exited with status 3`) {
+						t.Errorf("crash of %s answered %s", key, m.Line)
+					}
+				case r < 20:
+					m := agg.call("tools/list", `{}`)
+					_, names := tools(t, m)
+					seen := map[string]bool{}
+					for _, n := range names {
+						k, _, _ := strings.Cut(n, ":")
+						seen[k] = true
+					}
+					mu.Lock()
+					for _, k := range keys {
+						if !crashed[k] && !seen[k] {
+							t.Errorf("tools/list lacks the live server %s: %v", k, names)
+						}
+					}
+					mu.Unlock()
+					lists.Add(1)
+				default:
+					tool := []string{"echo", "echo", "odd", "fail"}[rng.IntN(4)]
+					args := fmt.Sprintf(`{"n":%d,"s":"%x","nested":{"f":%d.5,"l":[%d, true, null]}}`, rng.Int64(), rng.Uint64(), rng.IntN(1000), rng.IntN(10))
+					m := agg.call("tools/call", `{"name":"`+key+`:`+tool+`","arguments":`+args+`}`)
+					if down {
+						if m.Error == nil {
+							t.Errorf("a call to the crashed server %s succeeded: %s", key, m.Line)
+						}
+						continue
+					}
+					d := direct.call("tools/call", `{"name":"`+tool+`","arguments":`+args+`}`)
+					mu.Lock()
+					nowDown := crashed[key]
+					mu.Unlock()
+					if !nowDown && (!bytes.Equal(m.Result, d.Result) || !bytes.Equal(m.Error, d.Error)) {
+						t.Errorf("%s:%s differs from a direct call:\naggregated %s\n    direct %s", key, tool, m.Line, d.Line)
+					}
+					calls.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d calls and %d lists checked, %d servers crashed", calls.Load(), lists.Load(), crashes)
+	agg.in.Close()
+	<-agg.done
 	noneLeft(t, tag)
 }
