@@ -32,7 +32,7 @@ func Object(obj []byte, fn func(key []byte, start, end int) bool) bool {
 			return false
 		}
 		key := obj[i+1 : kend-1]
-		if escaped {
+		if escaped || !utf8.Valid(key) { // encoding/json unescapes, and replaces bad bytes
 			var s string
 			if json.Unmarshal(obj[i:kend], &s) != nil {
 				return false
