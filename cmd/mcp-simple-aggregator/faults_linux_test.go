@@ -71,6 +71,15 @@ func noneLeft(t *testing.T, tag string) {
 	}
 }
 
+// endSession closes the aggregator's input, waits for it to exit and checks that nothing
+// tagged with tag survives.
+func endSession(t *testing.T, agg *peer, tag string) {
+	t.Helper()
+	agg.in.Close()
+	<-agg.done
+	noneLeft(t, tag)
+}
+
 // Child faults during start-up: the aggregator stops with an error that names the server and
 // says what happened, within the start-up timeout, and leaves nothing behind; faults that do
 // not prevent serving are survived.
@@ -101,9 +110,7 @@ func TestFaultChildAtStartup(t *testing.T) {
 						t.Errorf("%s: %s", name, m.Line)
 					}
 				}
-				agg.in.Close()
-				<-agg.done
-				noneLeft(t, tag)
+				endSession(t, agg, tag)
 				return
 			}
 			cmd := exec.Command(aggBinary, append([]string{"--config", path}, tc.flags...)...)
@@ -162,9 +169,7 @@ func TestFaultChildMidCall(t *testing.T) {
 			if m := agg.call("ping", `{}`); m.Error != nil {
 				t.Errorf("ping after the fault: %s", m.Line)
 			}
-			agg.in.Close()
-			<-agg.done
-			noneLeft(t, tag)
+			endSession(t, agg, tag)
 		})
 	}
 }
@@ -233,9 +238,7 @@ func TestFaultClientInput(t *testing.T) {
 	if m := agg.call("tools/call", `{"name":"s:echo","arguments":{"after":"bad input"}}`); !strings.Contains(string(m.Result), `{"after":"bad input"}`) {
 		t.Errorf("a call after bad input: %s", m.Line)
 	}
-	agg.in.Close()
-	<-agg.done
-	noneLeft(t, tag)
+	endSession(t, agg, tag)
 }
 
 // 10,000 requests in flight at once all get their own answers.
@@ -257,9 +260,7 @@ func TestFaultTenThousandInFlight(t *testing.T) {
 			t.Fatalf("call %d answered with %.200s", i, m.Line)
 		}
 	}
-	agg.in.Close()
-	<-agg.done
-	noneLeft(t, tag)
+	endSession(t, agg, tag)
 }
 
 // A storm of cancellations: every cancelled call reaches the child as cancelled, nothing
@@ -439,9 +440,7 @@ func TestFaultServerForgesAnotherServersAnswers(t *testing.T) {
 			t.Errorf("a call to the honest server was answered by the other: %s", m.Line)
 		}
 	}
-	agg.in.Close()
-	<-agg.done
-	noneLeft(t, tag)
+	endSession(t, agg, tag)
 }
 
 // Secrets from "env" are never logged, also not with --debug; their names may be.
@@ -578,7 +577,5 @@ func TestFaultSoak(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d calls and %d lists checked, %d servers crashed", calls.Load(), lists.Load(), crashes)
-	agg.in.Close()
-	<-agg.done
-	noneLeft(t, tag)
+	endSession(t, agg, tag)
 }
