@@ -75,8 +75,19 @@ func noneLeft(t *testing.T, tag string) {
 // tagged with tag survives.
 func endSession(t *testing.T, agg *peer, tag string) {
 	t.Helper()
+	endSessionWithin(t, agg, tag, 0, "")
+}
+
+// endSessionWithin is endSession that also fails when the exit takes longer than limit
+// (when limit > 0), saying why that would be wrong.
+func endSessionWithin(t *testing.T, agg *peer, tag string, limit time.Duration, why string) {
+	t.Helper()
+	start := time.Now()
 	agg.in.Close()
 	<-agg.done
+	if d := time.Since(start); limit > 0 && d > limit {
+		t.Errorf("the end of input took %v: %s", d, why)
+	}
 	noneLeft(t, tag)
 }
 
@@ -190,13 +201,7 @@ func TestFaultChildHangsMidCall(t *testing.T) {
 	if m := agg.call("tools/call", `{"name":"healthy:echo","arguments":{"k":2}}`); !strings.Contains(string(m.Result), `{"k":2}`) {
 		t.Errorf("the other server: %s", m.Line)
 	}
-	start := time.Now()
-	agg.in.Close()
-	<-agg.done
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("the end of input took %v: the cancelled call was waited for", d)
-	}
-	noneLeft(t, tag)
+	endSessionWithin(t, agg, tag, 4*time.Second, "the cancelled call was waited for")
 }
 
 // Client faults: every bad input gets its answer and the session goes on.
@@ -297,13 +302,7 @@ func TestFaultCancellationStorm(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	start := time.Now()
-	agg.in.Close()
-	<-agg.done
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("the end of input took %v: cancelled calls were waited for", d)
-	}
-	noneLeft(t, tag)
+	endSessionWithin(t, agg, tag, 4*time.Second, "cancelled calls were waited for")
 }
 
 // The client closes its input in the middle of a call: the answer still arrives, then the
@@ -341,8 +340,9 @@ func TestFaultKilledUnderLoad(t *testing.T) {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				p := &peer{t: t, cmd: cmd, in: in, stderr: new(lockedBuffer), waiting: map[string]chan message{}, notes: make(chan message, 100000), done: make(chan struct{})}
-				go p.readQuietly(out)
+				// Quiet: the load's answers are not waited for, and the signal cuts them off.
+				p := &peer{t: t, cmd: cmd, in: in, stderr: new(lockedBuffer), waiting: map[string]chan message{}, notes: make(chan message, 1000), done: make(chan struct{}), quiet: true}
+				go p.read(out)
 				p.initialize("test")
 				family := descendants(cmd.Process.Pid)
 				stop := make(chan struct{})
@@ -382,40 +382,6 @@ func TestFaultKilledUnderLoad(t *testing.T) {
 					}
 				}
 			})
-		}
-	}
-}
-
-// readQuietly reads answers without checking them: under load that is cut off, answers to
-// calls the test sent without waiting are expected.
-func (p *peer) readQuietly(out interface{ Read([]byte) (int, error) }) {
-	defer close(p.done)
-	buf := make([]byte, 1<<20)
-	var pending []byte
-	for {
-		n, err := out.Read(buf)
-		pending = append(pending, buf[:n]...)
-		for {
-			i := bytes.IndexByte(pending, '\n')
-			if i < 0 {
-				break
-			}
-			line := pending[:i]
-			pending = pending[i+1:]
-			var m message
-			if json.Unmarshal(line, &m) == nil {
-				m.Line = bytes.Clone(line)
-				p.mu.Lock()
-				ch := p.waiting[string(m.ID)]
-				delete(p.waiting, string(m.ID))
-				p.mu.Unlock()
-				if ch != nil {
-					ch <- m
-				}
-			}
-		}
-		if err != nil {
-			return
 		}
 	}
 }
