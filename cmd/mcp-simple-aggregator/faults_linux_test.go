@@ -84,7 +84,9 @@ func endSessionWithin(t *testing.T, agg *peer, tag string, limit time.Duration, 
 	t.Helper()
 	start := time.Now()
 	agg.in.Close()
-	<-agg.done
+	if !exits(agg.cmd.Process.Pid, 20*time.Second) {
+		t.Errorf("the aggregator did not exit within 20s of the end of its input")
+	}
 	if d := time.Since(start); limit > 0 && d > limit {
 		t.Errorf("the end of input took %v: %s", d, why)
 	}
@@ -316,7 +318,7 @@ func TestFaultStdinClosedMidCall(t *testing.T) {
 	if m := agg.wait(ch, "the call in flight"); !strings.Contains(string(m.Result), "slept 300 ms") {
 		t.Errorf("the call in flight answered %s", m.Line)
 	}
-	<-agg.done
+	agg.waitExit()
 	noneLeft(t, tag)
 }
 
@@ -419,7 +421,7 @@ func TestFaultSecretsNeverLogged(t *testing.T) {
 		t.Errorf("the server did not get its variable: %s", m.Line)
 	}
 	agg.in.Close()
-	<-agg.done
+	agg.waitExit()
 	logged := agg.stderr.String()
 	for _, secret := range []string{"s3cret-literal-value", "s3cret-from-the-environment"} {
 		if strings.Contains(logged, secret) {
@@ -440,7 +442,7 @@ func TestFaultNoShell(t *testing.T) {
 		t.Errorf("ping: %s", m.Line)
 	}
 	agg.in.Close()
-	<-agg.done
+	agg.waitExit()
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("a shell ran a command from the configuration")
 	}

@@ -28,6 +28,8 @@ type peer struct {
 	waiting map[string]chan message
 	notes   chan message
 	done    chan struct{}
+	// waitOnce runs cmd.Wait once (from waitExit): after it, stderr holds all the process wrote.
+	waitOnce sync.Once
 	// quiet drops answers nobody waits for, and notifications beyond the buffer, instead of
 	// failing the test: for load that is sent without waiting and cut off.
 	quiet bool
@@ -63,6 +65,10 @@ func (l *lockedBuffer) String() string {
 func startPeer(t *testing.T, name string, args ...string) *peer {
 	t.Helper()
 	cmd := exec.Command(name, args...)
+	// Under -race the binaries are race-built, and the race runtime sleeps a second before a
+	// program exits (atexit_sleep_ms); that second is not the aggregator's, and it would
+	// count twice (the aggregator waits for its watchdog) against shutdown deadlines.
+	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +91,18 @@ func startPeer(t *testing.T, name string, args ...string) *peer {
 			cmd.Process.Kill()
 			t.Errorf("%s did not exit within 10s of the end of its input", filepath.Base(name))
 		}
-		cmd.Wait()
+		p.waitExit()
 		if t.Failed() {
 			t.Logf("stderr of %s:\n%s", filepath.Base(name), p.stderr)
 		}
 	})
 	return p
+}
+
+// waitExit waits for the process to exit and for the last of its stderr (which a process it
+// started may hold a while longer).
+func (p *peer) waitExit() {
+	p.waitOnce.Do(func() { p.cmd.Wait() })
 }
 
 // startAggregator writes config to a file and starts the aggregator on it.

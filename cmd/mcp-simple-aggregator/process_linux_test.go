@@ -52,9 +52,9 @@ func TestNoDescendantSurvives(t *testing.T) {
 
 			start := time.Now()
 			tc.end(agg)
-			select {
-			case <-agg.done:
-			case <-time.After(15 * time.Second):
+			// Its stdout may close before it exits (at the end of input): wait for the
+			// process itself.
+			if !exits(agg.cmd.Process.Pid, 15*time.Second) {
 				t.Fatal("the aggregator did not exit within 15s")
 			}
 			if d := time.Since(start); d > 8*time.Second {
@@ -104,6 +104,18 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// exits waits up to limit for pid to exit; it reports whether it did.
+func exits(pid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // alive reports whether pid is a process that has not exited (zombies have exited).
