@@ -5,6 +5,7 @@ package aggregator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,12 +57,18 @@ type Aggregator struct {
 	catalog atomicCatalog
 	mu      sync.Mutex // serialises catalog changes
 
-	up        *stdio.Conn
-	upSession atomic.Pointer[mcp.ServerSession]
-	ready     atomic.Bool // the client has sent notifications/initialized
-	notify    *debouncer
-	fast      *fastCalls
-	closeOnce sync.Once
+	caps *mcp.ServerCapabilities // what the aggregator offers: the union of the children's
+
+	up         *stdio.Conn
+	upSession  atomic.Pointer[mcp.ServerSession]
+	started    atomic.Bool // the client has sent initialize
+	ready      atomic.Bool // the client has sent notifications/initialized
+	clientCaps map[string]json.RawMessage
+	clientName string
+	notify     *debouncer
+	pending    *pendingTable
+	reverse    *reverseTable
+	closeOnce  sync.Once
 }
 
 // atomicCatalog holds the current catalog snapshot: calls read it without locks.
@@ -116,12 +123,17 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	a.catalog.Store(cat)
+	a.caps = unionCapabilities(a.servers)
 	a.mu.Unlock()
 	if warning := nameWarning(cat, opts.Separator); warning != "" {
 		a.log.Warn(warning)
 	}
+	for _, w := range cat.warnings {
+		a.log.Warn(w)
+	}
 	for _, s := range a.servers {
-		s.log.Debug("ready", "tools", len(s.tools))
+		s.log.Debug("ready", "tools", len(s.lists[kindTools]), "prompts", len(s.lists[kindPrompts]),
+			"resources", len(s.lists[kindResources]), "templates", len(s.lists[kindTemplates]))
 		go a.watch(s)
 	}
 	return a, nil
@@ -149,16 +161,16 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 		opts.Stderr = io.Discard
 	}
 	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug), fast: newFastCalls()}
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug), pending: newPendingTable(), reverse: newReverseTable()}
 	if err := a.checkLoop(); err != nil {
 		return nil, err
 	}
 	// Created before any watcher can trigger it; it sends only once Serve has connected the
 	// client and the client has said it is initialized (ready is set after up).
-	a.notify = newDebouncer(10*time.Millisecond, func() {
+	a.notify = newDebouncer(10*time.Millisecond, func(method string) {
 		if a.ready.Load() {
-			if err := a.up.Notify("notifications/tools/list_changed"); err != nil {
-				a.log.Debug("notify list_changed", "error", err)
+			if err := a.up.Notify(method); err != nil {
+				a.log.Debug("notify "+method, "error", err)
 			}
 		}
 	})
@@ -239,12 +251,11 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		DrainOnEOF:     drainOnEOF,
 	})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
-		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities:              a.caps,
 		SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"},
 		InitializedHandler:        a.initialized,
 		Logger:                    slog.New(slog.DiscardHandler),
 	})
-	srv.AddReceivingMiddleware(a.route)
 	session, err := srv.Connect(ctx, a.up.Transport(), nil)
 	if err != nil {
 		return err
@@ -268,8 +279,9 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 // received sees every message from the client before the SDK does: list_changed may be sent
 // only once the client has said it is initialized.
 func (a *Aggregator) received(msg jsonrpc.Message) {
-	if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/initialized" {
+	if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/initialized" && !a.ready.Load() {
 		a.ready.Store(true)
+		a.clientReady()
 	}
 }
 
@@ -290,53 +302,20 @@ func (a *Aggregator) Close() {
 	})
 }
 
-// serverDown takes a server that stopped serving out of the catalog: its tools leave the list,
-// the client is told, and the process group is ended. Failed servers stay down.
+// serverDown takes a server that stopped serving out of the catalog: its tools, prompts and
+// resources leave the lists, the client is told, its requests in flight fail, and the process
+// group is ended. Failed servers stay down.
 func (a *Aggregator) serverDown(s *server, why string) {
 	if !s.markDown(why) {
 		return
 	}
-	a.failFastCalls(s, why)
-	a.log.Error(fmt.Sprintf("server %q %s; its tools are no longer available%s", s.key, why, tailText(s.proc.Tail())))
+	a.failPending(s, why)
+	a.cancelReverse(s, why)
+	a.log.Error(fmt.Sprintf("server %q %s; its tools, prompts and resources are no longer available%s", s.key, why, tailText(s.proc.Tail())))
 	go s.stop(a.opts.ShutdownGrace)
 	a.mu.Lock()
-	cat := a.catalog.Load().without(s)
-	a.catalog.Store(cat)
+	a.storeCatalog(a.catalog.Load().without(s))
 	a.mu.Unlock()
-	a.notify.trigger()
-}
-
-// refreshTools re-reads a child's tools after it announced a change.
-func (a *Aggregator) refreshTools(s *server, session *mcp.ClientSession) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StartupTimeout)
-	defer cancel()
-	tools, err := listTools(ctx, session)
-	if err != nil {
-		s.log.Warn("re-reading the tool list after a change failed; keeping the previous list", "error", err)
-		return
-	}
-	a.mu.Lock()
-	select {
-	case <-s.down:
-		a.mu.Unlock()
-		return
-	default:
-	}
-	s.tools = tools
-	if a.catalog.Load() == nil {
-		// Start-up has not built the first catalog yet; it will, with these tools.
-		a.mu.Unlock()
-		return
-	}
-	cat, err := buildCatalog(a.liveServers(), a.opts.Separator)
-	if err != nil {
-		a.mu.Unlock()
-		s.log.Error("the new tool list cannot be served; keeping the previous list", "error", err)
-		return
-	}
-	a.catalog.Store(cat)
-	a.mu.Unlock()
-	a.notify.trigger()
 }
 
 func (a *Aggregator) liveServers() []*server {
@@ -351,41 +330,39 @@ func (a *Aggregator) liveServers() []*server {
 	return live
 }
 
-// forwardProgress sends a child's progress notification to the client. The client's token was
-// passed to the child unchanged, and a client's tokens are unique among its requests.
-func (a *Aggregator) forwardProgress(p *mcp.ProgressNotificationParams) {
-	if ss := a.upSession.Load(); ss != nil && p != nil {
-		_ = ss.NotifyProgress(context.Background(), p)
+// unionCapabilities is what the aggregator offers: tools always, with list changes (children
+// come and go); prompts, resources (and subscriptions), completions and logging when some child
+// offers them.
+func unionCapabilities(servers []*server) *mcp.ServerCapabilities {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	for _, s := range servers {
+		c := s.caps
+		if c.Prompts != nil {
+			caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+		}
+		if c.Resources != nil {
+			if caps.Resources == nil {
+				caps.Resources = &mcp.ResourceCapabilities{ListChanged: true}
+			}
+			caps.Resources.Subscribe = caps.Resources.Subscribe || c.Resources.Subscribe
+		}
+		if c.Completions != nil {
+			caps.Completions = &mcp.CompletionCapabilities{}
+		}
+		if c.Logging != nil {
+			caps.Logging = &mcp.LoggingCapabilities{}
+		}
 	}
+	return caps
 }
 
-// debouncer runs f once after a burst of triggers.
-type debouncer struct {
-	mu    sync.Mutex
-	delay time.Duration
-	f     func()
-	timer *time.Timer
-}
-
-func newDebouncer(delay time.Duration, f func()) *debouncer { return &debouncer{delay: delay, f: f} }
-
-func (d *debouncer) trigger() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.timer == nil {
-		d.timer = time.AfterFunc(d.delay, func() {
-			d.mu.Lock()
-			d.timer = nil
-			d.mu.Unlock()
-			d.f()
-		})
+// advertises reports whether the aggregator offers list k.
+func (a *Aggregator) advertises(k kind) bool {
+	switch k {
+	case kindPrompts:
+		return a.caps.Prompts != nil
+	case kindResources, kindTemplates:
+		return a.caps.Resources != nil
 	}
-}
-
-func (d *debouncer) stop() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.timer != nil {
-		d.timer.Stop()
-	}
+	return true
 }

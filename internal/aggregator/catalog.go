@@ -5,78 +5,275 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
-// catalog is an immutable snapshot of the exposed tools. Lookups read the current snapshot
-// without locks; changes build a new one.
-type catalog struct {
-	tools map[string]tool // by exposed name
-	order []tool          // servers in key order, each server's tools in its order
-	list  json.RawMessage // the encoded tools/list result
+// kind is one of the lists a server offers.
+type kind int
+
+const (
+	kindTools kind = iota
+	kindPrompts
+	kindResources
+	kindTemplates
+	numKinds
+)
+
+// kinds describes each list: the method that reads it, the member of the result that holds
+// it, and the notification that says it changed.
+var kinds = [numKinds]struct{ method, field, changed string }{
+	kindTools:     {"tools/list", "tools", "notifications/tools/list_changed"},
+	kindPrompts:   {"prompts/list", "prompts", "notifications/prompts/list_changed"},
+	kindResources: {"resources/list", "resources", "notifications/resources/list_changed"},
+	kindTemplates: {"resources/templates/list", "resourceTemplates", "notifications/resources/list_changed"},
 }
 
-// tool is one exposed tool: who owns it and its definition under the exposed name.
-type tool struct {
+// catalog is an immutable snapshot of what the servers offer. Lookups read the current
+// snapshot without locks; changes build a new one.
+//
+// Tools and prompts are exposed as key+separator+name. Resources and templates keep their URIs
+// (they are addresses, not names); the catalog remembers which server owns each.
+type catalog struct {
+	servers []*server // the servers it was built from, in key order
+	sep     string
+
+	tools   map[string]entry // by exposed name
+	order   []entry          // tools: servers in key order, each server's tools in its order
+	prompts map[string]entry // by exposed name
+
+	resources     map[string]*server // by URI
+	templates     []template         // in the order of the list
+	templateOwner map[string]*server // by URI template, as written
+	schemes       map[string][]*server
+
+	lists [numKinds]json.RawMessage // the encoded list results
+
+	// warnings are the collisions of resources and templates between servers: each names
+	// both servers and which one wins.
+	warnings []string
+}
+
+// entry is one exposed tool or prompt: who owns it and its definition under the exposed name.
+type entry struct {
 	exposed  string
 	original string
-	quoted   []byte // original as a JSON string, for forwarded calls
+	quoted   []byte // original as a JSON string, for forwarded requests
 	server   *server
 	def      json.RawMessage
 }
 
-// buildCatalog exposes every tool of servers as key+sep+name. Routing uses the map, never a
-// split of the name: keys and tool names may contain the separator. Two tools that would get
-// the same exposed name are an error naming both.
+// template is a resource template of a server, with the expression that matches its URIs.
+type template struct {
+	server *server
+	uri    string
+	re     *regexp.Regexp // nil when the template does not parse
+}
+
+// buildCatalog builds the catalog of servers (in key order). Two tools, or two prompts, that
+// would get the same exposed name are an error naming both. A resource URI or template that
+// two servers list goes to the server whose key sorts first; the other's entry is left out of
+// the list, with a warning.
 func buildCatalog(servers []*server, sep string) (*catalog, error) {
-	c := &catalog{tools: map[string]tool{}}
+	c := &catalog{
+		servers:       servers,
+		sep:           sep,
+		tools:         map[string]entry{},
+		prompts:       map[string]entry{},
+		resources:     map[string]*server{},
+		templateOwner: map[string]*server{},
+		schemes:       map[string][]*server{},
+	}
 	var problems []string
+	var defs [numKinds][]json.RawMessage
 	for _, s := range servers {
-		for i, def := range s.tools {
-			var t tool
-			var err error
-			t.server = s
-			t.def, t.original, err = renameTool(def, "")
+		for _, named := range []struct {
+			k      kind
+			what   string
+			byName map[string]entry
+		}{{kindTools, "tool", c.tools}, {kindPrompts, "prompt", c.prompts}} {
+			k, what, byName := named.k, named.what, named.byName
+			for i, def := range s.lists[k] {
+				e, err := expose(s, def, sep)
+				if err != nil {
+					s.log.Warn(fmt.Sprintf("%s #%d of the list is ignored: %v", what, i+1, err))
+					continue
+				}
+				if other, dup := byName[e.exposed]; dup {
+					problems = append(problems, fmt.Sprintf("the %s name %q would be exposed twice: for %s %q of server %q and for %s %q of server %q; "+
+						"rename one of the server keys or choose another --separator", what, e.exposed, what, other.original, other.server.key, what, e.original, s.key))
+					continue
+				}
+				byName[e.exposed] = e
+				defs[k] = append(defs[k], e.def)
+				if k == kindTools {
+					c.order = append(c.order, e)
+				}
+			}
+		}
+		for i, def := range s.lists[kindResources] {
+			uri, err := stringMember(def, "uri")
 			if err != nil {
-				s.log.Warn(fmt.Sprintf("tool #%d of the list is ignored: %v", i+1, err))
+				s.log.Warn(fmt.Sprintf("resource #%d of the list is ignored: %v", i+1, err))
 				continue
 			}
-			t.exposed = s.key + sep + t.original
-			t.quoted, _ = json.Marshal(t.original) // a string always encodes
-			t.def, _, _ = renameTool(def, t.exposed)
-			if other, dup := c.tools[t.exposed]; dup {
-				problems = append(problems, fmt.Sprintf("the tool name %q would be exposed twice: for tool %q of server %q and for tool %q of server %q; "+
-					"rename one of the server keys or choose another --separator", t.exposed, other.original, other.server.key, t.original, s.key))
+			if owner, dup := c.resources[uri]; dup && owner != s {
+				c.warnings = append(c.warnings, fmt.Sprintf("the resource %q is listed by servers %q and %q; %q serves it (a URI that two servers list goes to the server whose key sorts first)",
+					uri, owner.key, s.key, owner.key))
 				continue
 			}
-			c.tools[t.exposed] = t
-			c.order = append(c.order, t)
+			c.resources[uri] = s
+			c.addScheme(uri, s)
+			defs[kindResources] = append(defs[kindResources], def)
+		}
+		for i, def := range s.lists[kindTemplates] {
+			uri, err := stringMember(def, "uriTemplate")
+			if err != nil {
+				s.log.Warn(fmt.Sprintf("resource template #%d of the list is ignored: %v", i+1, err))
+				continue
+			}
+			if owner, dup := c.templateOwner[uri]; dup && owner != s {
+				c.warnings = append(c.warnings, fmt.Sprintf("the resource template %q is listed by servers %q and %q; %q serves it (a template that two servers list goes to the server whose key sorts first)",
+					uri, owner.key, s.key, owner.key))
+				continue
+			}
+			t := template{server: s, uri: uri}
+			if parsed, err := uritemplate.New(uri); err == nil {
+				t.re = parsed.Regexp()
+			} else {
+				s.log.Warn(fmt.Sprintf("resource template %q is not a valid URI template (%v): resources/read cannot match URIs against it", uri, err))
+			}
+			c.templateOwner[uri] = s
+			c.templates = append(c.templates, t)
+			c.addScheme(uri, s)
+			defs[kindTemplates] = append(defs[kindTemplates], def)
 		}
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
 	}
-	c.encode()
+	for k := range numKinds {
+		c.lists[k] = encodeList(kinds[k].field, defs[k])
+	}
 	return c, nil
 }
 
-func (c *catalog) encode() {
-	defs := make([]json.RawMessage, len(c.order))
-	for i, t := range c.order {
-		defs[i] = t.def
+// expose renames the tool or prompt def of s to key+sep+name.
+func expose(s *server, def json.RawMessage, sep string) (entry, error) {
+	e := entry{server: s}
+	var err error
+	if _, e.original, err = renameTool(def, ""); err != nil {
+		return e, err
 	}
-	c.list = encodeToolList(defs)
+	e.exposed = s.key + sep + e.original
+	e.quoted, _ = json.Marshal(e.original) // a string always encodes
+	e.def, _, _ = renameTool(def, e.exposed)
+	return e, nil
 }
 
-// without returns the catalog minus the tools of s.
-func (c *catalog) without(s *server) *catalog {
-	n := &catalog{tools: make(map[string]tool, len(c.tools))}
-	for _, t := range c.order {
-		if t.server != s {
-			n.tools[t.exposed] = t
-			n.order = append(n.order, t)
+// addScheme records that s uses the URI scheme of uri.
+func (c *catalog) addScheme(uri string, s *server) {
+	scheme := uriScheme(uri)
+	if scheme == "" {
+		return
+	}
+	list := c.schemes[scheme]
+	if len(list) == 0 || list[len(list)-1] != s {
+		c.schemes[scheme] = append(list, s)
+	}
+}
+
+// uriScheme is the scheme of uri (RFC 3986: a letter, then letters, digits, +, - and .),
+// lower-cased; "" when it has none.
+func uriScheme(uri string) string {
+	i := strings.IndexByte(uri, ':')
+	if i <= 0 {
+		return ""
+	}
+	for j := 0; j < i; j++ {
+		c := uri[j]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return ""
 		}
 	}
-	n.encode()
+	return strings.ToLower(uri[:i])
+}
+
+// resourceOwner finds the server that serves uri: the one that lists it; else the first
+// whose template matches it (in the order of the template list); else the only server that
+// offers resources at all, or the only one whose URIs use its scheme. Otherwise it returns
+// nil and why.
+func (c *catalog) resourceOwner(uri string) (*server, string) {
+	if s, ok := c.resources[uri]; ok {
+		return s, ""
+	}
+	for _, t := range c.templates {
+		if t.re != nil && t.re.MatchString(uri) {
+			return t.server, ""
+		}
+	}
+	var offering []*server
+	for _, s := range c.servers {
+		if s.offersResources() {
+			offering = append(offering, s)
+		}
+	}
+	switch {
+	case len(offering) == 1:
+		return offering[0], ""
+	case len(offering) == 0:
+		return nil, "no server offers resources"
+	}
+	users := c.schemes[uriScheme(uri)]
+	if len(users) == 1 {
+		return users[0], ""
+	}
+	if len(users) == 0 {
+		return nil, fmt.Sprintf("no server lists it or a template that matches it, and no server uses URIs of its scheme (servers with resources: %s)", keyList(offering))
+	}
+	return nil, fmt.Sprintf("no server lists it or a template that matches it, and several servers use URIs of its scheme (%s)", keyList(users))
+}
+
+func keyList(servers []*server) string {
+	q := make([]string, len(servers))
+	for i, s := range servers {
+		q[i] = fmt.Sprintf("%q", s.key)
+	}
+	return strings.Join(q, ", ")
+}
+
+// stringMember returns the string value of the member key of obj.
+func stringMember(obj json.RawMessage, key string) (string, error) {
+	start, end, err := memberValue(obj, key)
+	if err != nil {
+		return "", err
+	}
+	if v, ok := rawjson.String(obj[start:end]); ok {
+		return string(v), nil
+	}
+	var v string
+	if err := json.Unmarshal(obj[start:end], &v); err != nil {
+		return "", fmt.Errorf("%q is not a string: %.80s", key, obj[start:end])
+	}
+	return v, nil
+}
+
+// without returns the catalog minus the tools, prompts and resources of s.
+func (c *catalog) without(s *server) *catalog {
+	var rest []*server
+	for _, o := range c.servers {
+		if o != s {
+			rest = append(rest, o)
+		}
+	}
+	n, err := buildCatalog(rest, c.sep)
+	if err != nil {
+		// Unreachable: leaving a server out cannot make two exposed names equal.
+		panic(err)
+	}
 	return n
 }
 

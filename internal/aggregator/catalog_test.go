@@ -12,7 +12,7 @@ func testCatalog(b testing.TB, servers, tools int) *catalog {
 	for i := range servers {
 		s := &server{key: fmt.Sprintf("s%02d", i), log: slog.New(slog.DiscardHandler)}
 		for j := range tools {
-			s.tools = append(s.tools, json.RawMessage(fmt.Sprintf(`{"name":"tool_%d","inputSchema":{"type":"object"}}`, j)))
+			s.lists[kindTools] = append(s.lists[kindTools], json.RawMessage(fmt.Sprintf(`{"name":"tool_%d","inputSchema":{"type":"object"}}`, j)))
 		}
 		list = append(list, s)
 	}

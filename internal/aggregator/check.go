@@ -82,19 +82,11 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			}
 			servers[i] = s
 			r.OK = true
-			r.Tools = len(s.tools)
+			r.Tools = len(s.lists[kindTools])
+			r.Prompts = len(s.lists[kindPrompts])
+			r.Resources = len(s.lists[kindResources])
 			if res := s.session.InitializeResult(); res != nil {
 				r.Protocol = res.ProtocolVersion
-				if res.Capabilities != nil && res.Capabilities.Prompts != nil {
-					r.Prompts, err = count(s.session.Prompts(sctx, nil))
-				}
-				if err == nil && res.Capabilities != nil && res.Capabilities.Resources != nil {
-					r.Resources, err = count(s.session.Resources(sctx, nil))
-				}
-				if err != nil {
-					r.OK = false
-					r.Error = fmt.Sprintf("server %q: listing prompts and resources: %v", sc.Key, err)
-				}
 			}
 		}()
 	}
@@ -116,6 +108,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", cfg.File, err))
 		return rep
 	}
+	rep.Advice = append(rep.Advice, cat.warnings...)
 	if w := nameWarning(cat, a.opts.Separator); w != "" {
 		rep.Advice = append(rep.Advice, w)
 	}

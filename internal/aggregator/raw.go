@@ -14,10 +14,10 @@ import (
 )
 
 // The SDK decodes every result into its structs and encodes it again, which loses what it does
-// not know (unknown content types fail the call, unknown fields vanish, big integers round,
-// key order changes). So results travel as raw bytes: a sink in the request's context
-// catches the raw result of the child's response (the SDK itself is handed a small stub to
-// decode), and the upstream connection writes those bytes as the client's result.
+// not know (unknown fields vanish, big integers round, key order changes). The aggregator's
+// own requests to a child (its lists) go through the SDK's client session, so a sink in the
+// request's context catches the raw result of the child's response (the SDK itself is handed
+// a small stub to decode). Requests on the client's behalf never meet the SDK (forward.go).
 
 // sink receives the raw answer to one request sent to a child.
 type sink struct {
@@ -42,10 +42,8 @@ func withSink(ctx context.Context, s *sink) context.Context {
 	return context.WithValue(ctx, sinkKey{}, s)
 }
 
-var (
-	stubCall = json.RawMessage(`{"content":[]}`)
-	stubList = json.RawMessage(`{}`)
-)
+// stubList is what the SDK decodes instead of a list result.
+var stubList = json.RawMessage(`{}`)
 
 // childConn is a child's connection that fills the sinks of the requests written with one.
 type childConn struct {
@@ -96,25 +94,6 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return msg, err
 }
 
-// rawCallResult is a tools/call result that is written as the bytes a child sent. The
-// embedded SDK type only makes it an mcp.Result; it is never encoded.
-type rawCallResult struct {
-	*mcp.CallToolResult
-	conn *stdio.Conn
-	data json.RawMessage
-}
-
-func (r *rawCallResult) MarshalJSON() ([]byte, error) { return r.conn.Raw(r.data), nil }
-
-// rawListResult is a tools/list result written from the catalog's encoded list.
-type rawListResult struct {
-	*mcp.ListToolsResult
-	conn *stdio.Conn
-	data json.RawMessage
-}
-
-func (r *rawListResult) MarshalJSON() ([]byte, error) { return r.conn.Raw(r.data), nil }
-
 // renameTool returns the tool definition obj (a JSON object) with its "name" replaced by name,
 // and the old name. Everything else is kept byte for byte, in order.
 func renameTool(obj json.RawMessage, name string) (json.RawMessage, string, error) {
@@ -124,7 +103,7 @@ func renameTool(obj json.RawMessage, name string) (json.RawMessage, string, erro
 	}
 	var old string
 	if err := json.Unmarshal(obj[start:end], &old); err != nil {
-		return nil, "", fmt.Errorf("tool name is not a string: %s", obj[start:end])
+		return nil, "", fmt.Errorf("its name is not a string: %s", obj[start:end])
 	}
 	quoted, _ := json.Marshal(name) // a string always encodes
 	out := make([]byte, 0, len(obj)-(end-start)+len(quoted))
@@ -147,25 +126,19 @@ func memberValue(obj json.RawMessage, key string) (start, end int, err error) {
 	return 0, 0, fmt.Errorf("it has no %q", key)
 }
 
-// listPage is one page of a child's tools/list result.
-type listPage struct {
-	Tools      []json.RawMessage `json:"tools"`
-	NextCursor *string           `json:"nextCursor"`
-}
-
-// encodeToolList encodes {"tools":[...]} from raw tool definitions.
-func encodeToolList(tools []json.RawMessage) json.RawMessage {
-	n := len(`{"tools":[]}`)
-	for _, t := range tools {
-		n += len(t) + 1
+// encodeList encodes {"<field>":[...]} from raw definitions.
+func encodeList(field string, defs []json.RawMessage) json.RawMessage {
+	n := len(`{"":[]}`) + len(field)
+	for _, d := range defs {
+		n += len(d) + 1
 	}
 	b := make([]byte, 0, n)
-	b = append(b, `{"tools":[`...)
-	for i, t := range tools {
+	b = append(b, `{"`+field+`":[`...)
+	for i, d := range defs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, t...)
+		b = append(b, d...)
 	}
 	return append(b, "]}"...)
 }

@@ -38,8 +38,14 @@ type server struct {
 	session *mcp.ClientSession
 	log     *slog.Logger
 
-	// tools are the child's tool definitions as it sent them, in its order.
-	tools []json.RawMessage
+	// caps are the capabilities the child declared in initialize.
+	caps *mcp.ServerCapabilities
+	// lists are the child's tools, prompts, resources and resource templates as it sent
+	// them, in its order. Guarded by Aggregator.mu.
+	lists [numKinds][]json.RawMessage
+	// listed is closed once the first lists are read: a list change announced before
+	// waits for it.
+	listed chan struct{}
 
 	badLines atomic.Int64
 
@@ -51,7 +57,7 @@ type server struct {
 // startServer starts the child of cfg and connects to it; it returns once the child has
 // answered initialize and listed its tools, or with an error that says what went wrong.
 func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*server, error) {
-	s := &server{key: cfg.Key, command: cfg.Command, down: make(chan struct{}), log: a.log.With("server", cfg.Key)}
+	s := &server{key: cfg.Key, command: cfg.Command, down: make(chan struct{}), listed: make(chan struct{}), log: a.log.With("server", cfg.Key)}
 	proc, err := child.Start(child.Spec{
 		Key:     cfg.Key,
 		Command: cfg.Command,
@@ -90,14 +96,15 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 		},
 	})}
 
+	// The client side is said to do sampling, elicitation and roots, so that servers that
+	// offer more to such clients do; the child's requests go to the real client, or get an
+	// error when it cannot (reverse.go). The child's notifications never reach the SDK's
+	// handlers: the connection takes them (interceptChild).
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
-			// req.Session, not s.session: this may run before Connect has returned.
-			go a.refreshTools(s, req.Session)
-		},
-		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			a.forwardProgress(req.Params)
+		Capabilities: &mcp.ClientCapabilities{
+			RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+			Sampling:    &mcp.SamplingCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
 		},
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -114,16 +121,63 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 	if res := session.InitializeResult(); res != nil {
 		s.log.Debug("initialized", "protocol", res.ProtocolVersion, "name", nameOf(res.ServerInfo))
 	}
-	tools, err := listTools(ctx, session)
-	if err != nil {
-		return fail("tools/list", err)
+	if res := session.InitializeResult(); res != nil && res.Capabilities != nil {
+		s.caps = res.Capabilities
+	} else {
+		s.caps = &mcp.ServerCapabilities{}
 	}
-	a.mu.Lock() // a list_changed from the child may already be re-reading (refreshTools)
-	if s.tools == nil {
-		s.tools = tools
+	lists, lerr := s.readLists(ctx, allKinds)
+	if lerr != nil {
+		return fail(lerr.stage, lerr.err)
 	}
+	a.mu.Lock()
+	s.lists = lists
 	a.mu.Unlock()
+	close(s.listed)
 	return s, nil
+}
+
+// allKinds asks readLists for every list.
+var allKinds = []kind{kindTools, kindPrompts, kindResources, kindTemplates}
+
+// offers reports whether the child declared the capability behind list k. Tools are read
+// from every child: some serve them without declaring it.
+func (s *server) offers(k kind) bool {
+	switch k {
+	case kindPrompts:
+		return s.caps.Prompts != nil
+	case kindResources, kindTemplates:
+		return s.offersResources()
+	}
+	return true
+}
+
+func (s *server) offersResources() bool { return s.caps != nil && s.caps.Resources != nil }
+
+// listError is a failure to read a list, with the request that failed.
+type listError struct {
+	stage string
+	err   error
+}
+
+// readLists reads the lists ks of the child (those it offers), each in full, following its
+// cursors. A list the child does not implement (Method not found) is empty.
+func (s *server) readLists(ctx context.Context, ks []kind) (lists [numKinds][]json.RawMessage, _ *listError) {
+	for _, k := range ks {
+		if !s.offers(k) {
+			continue
+		}
+		items, err := listAll(ctx, s.session, k)
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+			continue
+		}
+		if err != nil {
+			return lists, &listError{kinds[k].method, err}
+		}
+		lists[k] = items
+	}
+	return lists, nil
 }
 
 // describe turns an error from talking to a starting child into one that says what happened
@@ -166,14 +220,26 @@ func tailText(lines []string) string {
 	return "; its last stderr lines:\n    " + strings.Join(lines, "\n    ")
 }
 
-// listTools reads every page of a child's tool list, as raw definitions.
-func listTools(ctx context.Context, session *mcp.ClientSession) ([]json.RawMessage, error) {
-	var tools []json.RawMessage
+// listAll reads every page of one of a child's lists, as raw definitions.
+func listAll(ctx context.Context, session *mcp.ClientSession, k kind) ([]json.RawMessage, error) {
+	var items []json.RawMessage
 	seen := map[string]bool{}
 	cursor := ""
+	method := kinds[k].method
 	for {
 		sk := &sink{stub: stubList}
-		_, err := session.ListTools(withSink(ctx, sk), &mcp.ListToolsParams{Cursor: cursor})
+		sctx := withSink(ctx, sk)
+		var err error
+		switch k {
+		case kindTools:
+			_, err = session.ListTools(sctx, &mcp.ListToolsParams{Cursor: cursor})
+		case kindPrompts:
+			_, err = session.ListPrompts(sctx, &mcp.ListPromptsParams{Cursor: cursor})
+		case kindResources:
+			_, err = session.ListResources(sctx, &mcp.ListResourcesParams{Cursor: cursor})
+		case kindTemplates:
+			_, err = session.ListResourceTemplates(sctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+		}
 		result, rpcErr, got := sk.answer()
 		if rpcErr != nil {
 			return nil, rpcErr
@@ -182,19 +248,29 @@ func listTools(ctx context.Context, session *mcp.ClientSession) ([]json.RawMessa
 			return nil, err
 		}
 		if !got {
-			return nil, errors.New("no answer to tools/list")
+			return nil, errors.New("no answer to " + method)
 		}
-		var page listPage
+		var page map[string]json.RawMessage
+		var defs []json.RawMessage
 		if err := json.Unmarshal(result, &page); err != nil {
-			return nil, fmt.Errorf("tools/list result: %w", err)
+			return nil, fmt.Errorf("%s result: %w", method, err)
 		}
-		tools = append(tools, page.Tools...)
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			return tools, nil
+		if v, ok := page[kinds[k].field]; ok {
+			if err := json.Unmarshal(v, &defs); err != nil {
+				return nil, fmt.Errorf("%s result: %q: %w", method, kinds[k].field, err)
+			}
 		}
-		cursor = *page.NextCursor
+		items = append(items, defs...)
+		var next string
+		if v, ok := page["nextCursor"]; ok {
+			_ = json.Unmarshal(v, &next) // null or not a string: no next page
+		}
+		if next == "" {
+			return items, nil
+		}
+		cursor = next
 		if seen[cursor] {
-			return nil, fmt.Errorf("tools/list returned the cursor %q twice", cursor)
+			return nil, fmt.Errorf("%s returned the cursor %q twice", method, cursor)
 		}
 		seen[cursor] = true
 	}
@@ -241,51 +317,6 @@ func (s *server) stop(grace time.Duration) {
 	if s.session != nil {
 		s.session.Wait()
 	}
-}
-
-// call sends tools/call for the tool's original name and returns the child's raw result, or
-// the child's JSON-RPC error as it was.
-func (s *server) call(ctx context.Context, name string, params *mcp.CallToolParamsRaw) (json.RawMessage, error) {
-	sk := &sink{stub: stubCall}
-	p := &mcp.CallToolParams{Meta: params.Meta, Name: name}
-	if len(params.Arguments) > 0 {
-		p.Arguments = params.Arguments
-	}
-	_, err := s.session.CallTool(withSink(ctx, sk), p)
-	result, rpcErr, got := sk.answer()
-	switch {
-	case rpcErr != nil:
-		return nil, rpcErr
-	case got:
-		return result, nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	}
-	// No answer: the child went away while the call was in flight.
-	return nil, &jsonrpc.Error{
-		Code:    jsonrpc.CodeInternalError,
-		Message: fmt.Sprintf("server %q %s while calling tool %q; its tools are no longer available", s.key, s.whyDown(err), name),
-	}
-}
-
-// whyDown says why a call got no answer: how the child ended, or that it closed its stdout.
-func (s *server) whyDown(err error) string {
-	select {
-	case <-s.down:
-		return s.why
-	case <-s.proc.Exited():
-		return s.proc.ExitDescription()
-	case <-time.After(drainTime):
-	}
-	select {
-	case <-s.down:
-		return s.why
-	default:
-	}
-	if errors.Is(err, mcp.ErrConnectionClosed) || strings.Contains(err.Error(), "EOF") {
-		return "closed its standard output"
-	}
-	return "stopped answering (" + err.Error() + ")"
 }
 
 // startHint adds what to do to an error from starting a program.

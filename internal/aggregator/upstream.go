@@ -6,58 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
-
-// route answers tools/list from the catalog and sends tools/call to the owning child; the SDK
-// handles the rest of the protocol (initialize, ping, cancellation).
-func (a *Aggregator) route(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch method {
-		case "tools/list":
-			if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil && p.Cursor != "" {
-				// The whole list is always one page, so no cursor was ever handed out.
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q", p.Cursor)}
-			}
-			return &rawListResult{ListToolsResult: &mcp.ListToolsResult{}, conn: a.up, data: a.catalog.Load().list}, nil
-		case "tools/call":
-			p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
-			if !ok || p == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
-			}
-			t, ok := a.catalog.Load().tools[p.Name]
-			if !ok {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: %s", p.Name)}
-			}
-			var start time.Time
-			if a.debug {
-				start = time.Now()
-			}
-			result, err := t.server.call(ctx, t.original, p)
-			if a.debug {
-				a.log.Debug("tools/call", "tool", p.Name, "server", t.server.key, "duration", time.Since(start).Round(time.Microsecond),
-					"args_bytes", len(p.Arguments), "result_bytes", len(result), "error", errText(err))
-			}
-			if err != nil {
-				return nil, err
-			}
-			return &rawCallResult{CallToolResult: &mcp.CallToolResult{}, conn: a.up, data: result}, nil
-		}
-		return next(ctx, method, req)
-	}
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
 
 // badClientLine answers a line from the client that is not a JSON-RPC message with the
 // JSON-RPC error for it, and the session goes on.
