@@ -78,6 +78,8 @@ type options struct {
 	configPath     string
 	separator      string
 	startupTimeout time.Duration
+	pingInterval   time.Duration
+	pingFailures   int
 	maxMessageSize int
 	debug          bool
 	check          bool // the check command
@@ -144,6 +146,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	aggOpts := aggregator.Options{
 		Separator:      opts.separator,
 		StartupTimeout: opts.startupTimeout,
+		PingInterval:   opts.pingInterval,
+		PingFailures:   opts.pingFailures,
 		MaxMessageSize: opts.maxMessageSize,
 		Version:        buildVersion(),
 		Log:            log,
@@ -187,6 +191,10 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 	fs.StringVar(&opts.separator, "separator", ":", "the text between a server's key and its tool names, such as `__`")
 	fs.DurationVar(&opts.startupTimeout, "startup-timeout", 30*time.Second,
 		"how long each server may take to start and list its tools, such as `60s`")
+	fs.DurationVar(&opts.pingInterval, "ping-interval", 30*time.Second,
+		"how often each server is pinged; 0 turns pings off")
+	fs.IntVar(&opts.pingFailures, "ping-failures", 3,
+		"how many pings in a row a server may leave unanswered (each within the interval) before it is treated as crashed")
 	fs.IntVar(&opts.maxMessageSize, "max-message-size", stdio.DefaultMaxMessageSize,
 		"the largest message, in `bytes`, accepted from the client or a server")
 	fs.BoolVar(&opts.debug, "debug", false, "also log lifecycle events and traffic summaries on stderr")
@@ -226,6 +234,10 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		return fail("--separator must not be empty")
 	case opts.startupTimeout <= 0:
 		return fail("--startup-timeout must be positive, such as 30s")
+	case opts.pingInterval < 0:
+		return fail("--ping-interval must not be negative (0 turns pings off)")
+	case opts.pingFailures < 1:
+		return fail("--ping-failures must be at least 1")
 	case opts.maxMessageSize < 1<<20:
 		return fail("--max-message-size must be at least 1048576 (1 MiB)")
 	}

@@ -35,6 +35,11 @@ type Options struct {
 	StartupTimeout time.Duration
 	// MaxMessageSize limits one message in each direction; 0 means stdio.DefaultMaxMessageSize.
 	MaxMessageSize int
+	// PingInterval is how often each child is pinged; 0 turns pings off. A ping not answered
+	// within the interval fails.
+	PingInterval time.Duration
+	// PingFailures is how many failed pings in a row make a child count as crashed.
+	PingFailures int
 	// ShutdownGrace is how long a child is given at each step of stopping it.
 	ShutdownGrace time.Duration
 	// Version is reported to the client and the children.
@@ -135,6 +140,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		s.log.Debug("ready", "tools", len(s.lists[kindTools]), "prompts", len(s.lists[kindPrompts]),
 			"resources", len(s.lists[kindResources]), "templates", len(s.lists[kindTemplates]))
 		go a.watch(s)
+		if opts.PingInterval > 0 {
+			go a.pingLoop(s)
+		}
 	}
 	return a, nil
 }
@@ -150,6 +158,9 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 	}
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = stdio.DefaultMaxMessageSize
+	}
+	if opts.PingFailures <= 0 {
+		opts.PingFailures = 3
 	}
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 2 * time.Second

@@ -119,13 +119,13 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 				s.log.Warn(fmt.Sprintf("resource #%d of the list is ignored: %v", i+1, err))
 				continue
 			}
+			c.addScheme(uri, s) // a collision still means both use the scheme
 			if owner, dup := c.resources[uri]; dup && owner != s {
 				c.warnings = append(c.warnings, fmt.Sprintf("the resource %q is listed by servers %q and %q; %q serves it (a URI that two servers list goes to the server whose key sorts first)",
 					uri, owner.key, s.key, owner.key))
 				continue
 			}
 			c.resources[uri] = s
-			c.addScheme(uri, s)
 			defs[kindResources] = append(defs[kindResources], def)
 		}
 		for i, def := range s.lists[kindTemplates] {
@@ -134,6 +134,7 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 				s.log.Warn(fmt.Sprintf("resource template #%d of the list is ignored: %v", i+1, err))
 				continue
 			}
+			c.addScheme(uri, s)
 			if owner, dup := c.templateOwner[uri]; dup && owner != s {
 				c.warnings = append(c.warnings, fmt.Sprintf("the resource template %q is listed by servers %q and %q; %q serves it (a template that two servers list goes to the server whose key sorts first)",
 					uri, owner.key, s.key, owner.key))
@@ -147,7 +148,6 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 			}
 			c.templateOwner[uri] = s
 			c.templates = append(c.templates, t)
-			c.addScheme(uri, s)
 			defs[kindTemplates] = append(defs[kindTemplates], def)
 		}
 	}
