@@ -35,8 +35,14 @@ function servers(run) {
   };
 }
 
+// The aggregator tells its servers that the client side can do sampling, elicitation and
+// roots (it passes such requests on to the real client), and servers offer more tools to such
+// clients: the direct clients declare the same.
 async function connect(command, args, env) {
-  const client = new Client({ name: "interop-test", version: "1.0.0" });
+  const client = new Client(
+    { name: "interop-test", version: "1.0.0" },
+    { capabilities: { sampling: {}, elicitation: { form: {}, url: {} }, roots: { listChanged: true } } },
+  );
   await client.connect(new StdioClientTransport({ command, args, env: { ...process.env, ...env }, stderr: "ignore" }));
   return client;
 }
@@ -73,7 +79,10 @@ test("every tool is listed under key:name with the server's definition", async (
       compared++;
     }
   }
-  assert.equal(tools.length, compared, "the aggregator lists tools no server has");
+  const known = new Set();
+  for (const [key, client] of Object.entries(direct)) for (const t of (await client.listTools()).tools) known.add(`${key}:${t.name}`);
+  assert.deepEqual(tools.map((t) => t.name).filter((n) => !known.has(n)), [], "the aggregator lists tools no server has");
+  assert.equal(tools.length, compared);
 });
 
 // Calls whose results do not depend on time or randomness; each runs directly and through the
@@ -121,4 +130,161 @@ test("a tool no server has gets -32602 naming it", async () => {
 test("the aggregator identifies itself and offers tools with listChanged", async () => {
   assert.equal(through.getServerVersion()?.name, "mcp-simple-aggregator");
   assert.deepEqual(through.getServerCapabilities()?.tools, { listChanged: true });
+});
+
+// The rest of the protocol against the "everything" server, which offers all of it: a client
+// with sampling, elicitation and roots, once directly and once through the aggregator.
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+
+const seen = { direct: [], through: [] };
+
+async function fullClient(command, args, side) {
+  const client = new Client(
+    { name: "interop-full", version: "1.0.0" },
+    { capabilities: { sampling: {}, elicitation: { form: {} }, roots: { listChanged: true } } },
+  );
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+    seen[side].push(["sampling", req.params]);
+    return { role: "assistant", model: "test-model", content: { type: "text", text: `sampled: ${req.params.messages.length} message(s)` } };
+  });
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    seen[side].push(["elicitation", req.params.message]);
+    return { action: "decline" };
+  });
+  client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: `file://${shared}`, name: "shared" }] }));
+  client.logs = [];
+  client.updates = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => client.logs.push(n.params));
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => client.updates.push(n.params));
+  await client.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
+  return client;
+}
+
+let fullDirect, fullThrough;
+
+async function both(fn) {
+  return [await outcome(fn(fullDirect, "")), await outcome(fn(fullThrough, "everything:"))];
+}
+
+test("everything: capabilities, prompts, resources and templates", async () => {
+  const s = servers("full").everything;
+  fullDirect = await fullClient(s.command, s.args, "direct");
+  const config = path.join(work, "config-full.json");
+  fs.writeFileSync(config, JSON.stringify({ mcpServers: { everything: s } }));
+  fullThrough = await fullClient(aggregator, ["--config", config], "through");
+
+  const caps = fullThrough.getServerCapabilities();
+  const own = fullDirect.getServerCapabilities();
+  for (const k of ["prompts", "resources", "completions", "logging"]) {
+    assert.ok(caps[k], `the aggregator does not offer ${k}, which everything offers`);
+  }
+  assert.equal(caps.resources.subscribe, own.resources.subscribe);
+
+  const prompts = (await fullDirect.listPrompts()).prompts;
+  assert.ok(prompts.length > 0);
+  assert.deepEqual((await fullThrough.listPrompts()).prompts, prompts.map((p) => ({ ...p, name: `everything:${p.name}` })));
+  assert.deepEqual((await fullThrough.listResources()).resources, (await fullDirect.listResources()).resources);
+  assert.deepEqual((await fullThrough.listResourceTemplates()).resourceTemplates, (await fullDirect.listResourceTemplates()).resourceTemplates);
+
+  for (const [name, args] of [
+    ["simple-prompt", undefined],
+    ["args-prompt", { city: "Oslo", state: "none" }],
+    ["resource-prompt", { resourceType: "Text", resourceId: "3" }],
+    ["no-such-prompt", {}],
+  ]) {
+    const [want, got] = await both((c, p) => c.getPrompt({ name: p + name, arguments: args }));
+    if (want.error) want.error.message = want.error.message.replace(name, `everything:${name}`);
+    if (name !== "no-such-prompt") assert.deepEqual(got, want, `prompt ${name}`);
+    else assert.ok(got.error, "an unknown prompt is an error");
+  }
+  const { resources } = await fullDirect.listResources();
+  for (const uri of [resources[0].uri, "demo://resource/dynamic/text/7", "demo://resource/dynamic/blob/2"]) {
+    const [want, got] = await both((c) => c.readResource({ uri }));
+    assert.deepEqual(got, want, `read ${uri}`);
+  }
+});
+
+test("everything: completions for prompts and templates", async () => {
+  for (const [ref, argument] of [
+    [{ type: "ref/prompt", name: "completable-prompt" }, { name: "department", value: "E" }],
+    [{ type: "ref/resource", uri: "demo://resource/dynamic/text/{resourceId}" }, { name: "resourceId", value: "1" }],
+  ]) {
+    const [want, got] = await both((c, p) =>
+      c.complete({ ref: ref.type === "ref/prompt" ? { ...ref, name: p + ref.name } : ref, argument }),
+    );
+    assert.ok(want.result, `direct completion failed: ${JSON.stringify(want)}`);
+    assert.deepEqual(got, want, `complete ${JSON.stringify(ref)}`);
+  }
+});
+
+test("everything: progress and cancellation", async () => {
+  const progress = { direct: [], through: [] };
+  const [want, got] = await both((c, p) =>
+    c.callTool({ name: p + "trigger-long-running-operation", arguments: { duration: 1, steps: 4 } }, undefined, {
+      onprogress: (n) => progress[p ? "through" : "direct"].push(n),
+    }),
+  );
+  assert.deepEqual(got, want);
+  assert.ok(progress.direct.length > 0, "no progress directly");
+  assert.deepEqual(progress.through, progress.direct);
+
+  for (const c of [fullDirect, fullThrough]) {
+    const prefix = c === fullThrough ? "everything:" : "";
+    const ac = new AbortController();
+    setTimeout(() => ac.abort("enough"), 300);
+    const { error } = await outcome(
+      c.callTool({ name: prefix + "trigger-long-running-operation", arguments: { duration: 10, steps: 10 } }, undefined, { signal: ac.signal }),
+    );
+    assert.ok(error, "a cancelled call fails on the client");
+    // The connection goes on.
+    const { result } = await outcome(c.callTool({ name: prefix + "echo", arguments: { message: "after" } }));
+    assert.deepEqual(result?.content, [{ type: "text", text: "Echo: after" }]);
+  }
+});
+
+test("everything: sampling, elicitation and roots reach the client and back", async () => {
+  for (const [tool, args] of [
+    ["trigger-sampling-request", { prompt: "hello", maxTokens: 20 }],
+    ["trigger-elicitation-request", {}],
+    ["get-roots-list", {}],
+  ]) {
+    const [want, got] = await both((c, p) => c.callTool({ name: p + tool, arguments: args }));
+    assert.ok(want.result, `${tool} directly: ${JSON.stringify(want)}`);
+    assert.deepEqual(got, want, tool);
+  }
+  assert.deepEqual(seen.through, seen.direct, "the client's handlers got the same requests");
+  assert.ok(seen.direct.length >= 2);
+});
+
+test("everything: logging and subscriptions", async () => {
+  for (const c of [fullDirect, fullThrough]) {
+    await c.setLoggingLevel("debug");
+  }
+  const [want, got] = await both((c, p) => c.callTool({ name: p + "toggle-simulated-logging", arguments: {} }));
+  assert.deepEqual(got, want);
+  const uri = (await fullDirect.listResources()).resources[0].uri;
+  for (const c of [fullDirect, fullThrough]) {
+    assert.deepEqual(await c.subscribeResource({ uri }), {});
+  }
+  const [w2, g2] = await both((c, p) => c.callTool({ name: p + "toggle-subscriber-updates", arguments: {} }));
+  assert.deepEqual(g2, w2);
+  const deadline = Date.now() + 20000;
+  while (Date.now() < deadline && (fullThrough.logs.length === 0 || fullThrough.updates.length === 0 || fullDirect.logs.length === 0)) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.ok(fullDirect.logs.length > 0, "no log message directly");
+  assert.ok(fullThrough.logs.length > 0, "no log message through the aggregator");
+  for (const l of fullThrough.logs) assert.ok(l.logger, "a log message without a logger");
+  assert.ok(fullThrough.updates.length > 0, "no resource update through the aggregator");
+  assert.equal(fullThrough.updates[0].uri, uri);
+  for (const c of [fullDirect, fullThrough]) {
+    assert.deepEqual(await c.unsubscribeResource({ uri }), {});
+    await c.close();
+  }
 });
