@@ -134,11 +134,11 @@ func TestPromptsResourcesCompletionsMatchDirect(t *testing.T) {
 		for _, tc := range []struct{ method, params, exposed string }{
 			{"prompts/get", `{"name":"greet","arguments":{"who":"Ada"}}`, `{"name":"` + key + `:greet","arguments":{"who":"Ada"}}`},
 			{"prompts/get", `{"name":"odd_prompt"}`, `{"name":"` + key + `:odd_prompt"}`},
-			{"resources/read", `{"uri":"` + key + `://static/a"}`, ""},                   // listed
-			{"resources/read", `{"uri":"` + key + `://static/b"}`, ""},                   // listed, blob
-			{"resources/read", `{"uri":"` + key + `://items/42"}`, ""},                   // matches the template
+			{"resources/read", `{"uri":"` + key + `://static/a"}`, ""},                    // listed
+			{"resources/read", `{"uri":"` + key + `://static/b"}`, ""},                    // listed, blob
+			{"resources/read", `{"uri":"` + key + `://items/42"}`, ""},                    // matches the template
 			{"resources/read", `{"uri":"` + key + `://elsewhere/x","_meta":{"k":1}}`, ""}, // only this child uses the scheme
-			{"resources/read", `{"uri":"` + key + `://missing"}`, ""},                    // the child's own error
+			{"resources/read", `{"uri":"` + key + `://missing"}`, ""},                     // the child's own error
 			{"completion/complete", `{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"who","value":"al"}}`,
 				`{"ref":{"type":"ref/prompt","name":"` + key + `:greet"},"argument":{"name":"who","value":"al"}}`},
 			{"completion/complete", `{"ref":{"type":"ref/resource","uri":"` + key + `://items/{id}"},"argument":{"name":"id","value":"1"}}`, ""},

@@ -38,7 +38,8 @@ type forwarded struct {
 	childID string
 	server  *server
 	method  string
-	what    string // what the request does, for messages: `calling tool "x"`
+	doing   string // what the request does, for messages, with %q for subject: `calling tool %q`
+	subject string
 	label   string // for the debug log: "tool", "prompt" or "uri", and its value
 	value   string
 	token   string // the key of the client's progress token; "" when none
@@ -258,17 +259,24 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("%s needs params with the %s's name", req.Method, what))
 		return
 	}
-	name, ok := decodeString(req.Params[ns:ne])
-	if !ok {
-		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("the %s name is not a string: %.80s", what, req.Params[ns:ne]))
-		return
-	}
 	cat := a.catalog.Load()
 	byName := cat.tools
 	if k == kindPrompts {
 		byName = cat.prompts
 	}
-	e, ok := byName[name]
+	var e entry
+	var name string
+	if raw, plain := rawjson.String(req.Params[ns:ne]); plain {
+		e, ok = byName[string(raw)] // no allocation on the hot path
+		if !ok {
+			name = string(raw)
+		}
+	} else if name, ok = decodeString(req.Params[ns:ne]); ok {
+		e, ok = byName[name]
+	} else {
+		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("the %s name is not a string: %.80s", what, req.Params[ns:ne]))
+		return
+	}
 	if !ok {
 		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("Unknown %s: %s", what, name))
 		return
@@ -277,7 +285,7 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 	if ms >= 0 {
 		token = progressToken(req.Params[ms:me])
 	}
-	a.forward(req, &forwarded{server: e.server, what: fmt.Sprintf(doing, e.original), token: token, label: what, value: name},
+	a.forward(req, &forwarded{server: e.server, doing: doing, subject: e.original, token: token, label: what, value: e.exposed},
 		req.Params[:ns], e.quoted, req.Params[ne:])
 }
 
@@ -302,7 +310,7 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 	if ms >= 0 {
 		token = progressToken(req.Params[ms:me])
 	}
-	a.forward(req, &forwarded{server: s, what: fmt.Sprintf("%s of %q", req.Method, uri), token: token, label: "uri", value: uri}, req.Params)
+	a.forward(req, &forwarded{server: s, doing: req.Method + " of %q", subject: uri, token: token, label: "uri", value: uri}, req.Params)
 }
 
 // answerResourceNotFound answers with the error the specification gives for an unknown
@@ -347,7 +355,7 @@ func (a *Aggregator) complete(req *jsonrpc.Request) {
 			a.answerError(req.ID, jsonrpc.CodeInvalidParams, "Unknown prompt: "+name)
 			return
 		}
-		a.forward(req, &forwarded{server: e.server, what: fmt.Sprintf("completing prompt %q", e.original), token: token, label: "prompt", value: name},
+		a.forward(req, &forwarded{server: e.server, doing: "completing prompt %q", subject: e.original, token: token, label: "prompt", value: name},
 			req.Params[:rs], ref[:ns], e.quoted, ref[ne:], req.Params[re:])
 	case "ref/resource":
 		uri, err := stringMember(ref, "uri")
@@ -363,7 +371,7 @@ func (a *Aggregator) complete(req *jsonrpc.Request) {
 			a.answerResourceNotFound(req.ID, uri, why)
 			return
 		}
-		a.forward(req, &forwarded{server: s, what: fmt.Sprintf("completing %q", uri), token: token, label: "uri", value: uri}, req.Params)
+		a.forward(req, &forwarded{server: s, doing: "completing %q", subject: uri, token: token, label: "uri", value: uri}, req.Params)
 	default:
 		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("completion/complete: unknown ref type %q", typ))
 	}
@@ -473,7 +481,7 @@ func (a *Aggregator) failPending(s *server, why string) {
 func (a *Aggregator) answerDown(f *forwarded, why string) {
 	errObj, _ := json.Marshal(&jsonrpc.Error{
 		Code:    jsonrpc.CodeInternalError,
-		Message: fmt.Sprintf("server %q %s while %s; its tools, prompts and resources are no longer available", f.server.key, why, f.what),
+		Message: fmt.Sprintf("server %q %s while %s; its tools, prompts and resources are no longer available", f.server.key, why, fmt.Sprintf(f.doing, f.subject)),
 	})
 	if f.done != nil {
 		f.done(nil, errObj)
@@ -546,7 +554,7 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 	left, accepted := len(targets), false
 	var firstErr json.RawMessage
 	for _, s := range targets {
-		f := &forwarded{server: s, method: req.Method, what: "setting the log level"}
+		f := &forwarded{server: s, method: req.Method, doing: "setting the log level to %s", subject: string(req.Params)}
 		f.done = func(_, errObj json.RawMessage) {
 			mu.Lock()
 			defer mu.Unlock()
