@@ -232,7 +232,12 @@ test("everything: progress and cancellation", async () => {
   );
   assert.deepEqual(got, want);
   assert.ok(progress.direct.length > 0, "no progress directly");
-  assert.deepEqual(progress.through, progress.direct);
+  assert.ok(progress.through.length > 0, "no progress through the aggregator");
+  // The server sends its last progress notification together with its answer, and the client
+  // ignores progress that arrives after the answer: either side may miss the last one.
+  const n = Math.min(progress.direct.length, progress.through.length);
+  assert.ok(Math.abs(progress.direct.length - progress.through.length) <= 1, JSON.stringify(progress));
+  assert.deepEqual(progress.through.slice(0, n), progress.direct.slice(0, n));
 
   for (const c of [fullDirect, fullThrough]) {
     const prefix = c === fullThrough ? "everything:" : "";
