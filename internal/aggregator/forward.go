@@ -413,27 +413,38 @@ func (a *Aggregator) send(f *forwarded, params ...[]byte) {
 
 // forwardCancel passes the client's cancellation of a forwarded request to the child.
 func (a *Aggregator) forwardCancel(req *jsonrpc.Request) bool {
-	var p struct {
-		RequestID any    `json:"requestId"`
-		Reason    string `json:"reason,omitempty"`
-	}
-	if json.Unmarshal(req.Params, &p) != nil {
-		return false
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
+	id, reason, ok := parseCancel(req.Params)
+	if !ok {
 		return false
 	}
 	f := a.pending.takeUp(id)
 	if f == nil {
 		return false // not ours: the SDK cancels its own requests
 	}
+	f.server.conn.Send(nil, cancelNotification(f.childID, reason)...)
+	return true
+}
+
+// parseCancel reads the params of notifications/cancelled.
+func parseCancel(params json.RawMessage) (id jsonrpc.ID, reason string, ok bool) {
+	var p struct {
+		RequestID any    `json:"requestId"`
+		Reason    string `json:"reason,omitempty"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return id, "", false
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	return id, p.Reason, err == nil
+}
+
+// cancelNotification is notifications/cancelled for the request id (one of the aggregator's).
+func cancelNotification(id, reason string) [][]byte {
 	params, _ := json.Marshal(struct {
 		RequestID string `json:"requestId"`
 		Reason    string `json:"reason,omitempty"`
-	}{f.childID, p.Reason})
-	f.server.conn.Send(nil, []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":`), params, []byte("}\n"))
-	return true
+	}{id, reason})
+	return notification("notifications/cancelled", params)
 }
 
 // childAnswer takes a child's answer to a forwarded request and sends it to the client.

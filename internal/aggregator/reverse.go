@@ -170,15 +170,8 @@ func (a *Aggregator) reverseAnswer(resp *jsonrpc.Response) bool {
 
 // reverseCancelled passes a child's cancellation of its request to the client.
 func (a *Aggregator) reverseCancelled(s *server, m *jsonrpc.Request) bool {
-	var p struct {
-		RequestID any    `json:"requestId"`
-		Reason    string `json:"reason,omitempty"`
-	}
-	if json.Unmarshal(m.Params, &p) != nil {
-		return false
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
+	id, reason, ok := parseCancel(m.Params)
+	if !ok {
 		return false
 	}
 	t := a.reverse
@@ -203,18 +196,14 @@ func (a *Aggregator) reverseCancelled(s *server, m *jsonrpc.Request) bool {
 	}
 	t.mu.Unlock()
 	if found != nil {
-		a.cancelUpstream(found, p.Reason)
+		a.cancelUpstream(found, reason)
 	}
 	return true
 }
 
 // cancelUpstream tells the client that a child's request it was sent is cancelled.
 func (a *Aggregator) cancelUpstream(c *reverseCall, reason string) {
-	params, _ := json.Marshal(struct {
-		RequestID string `json:"requestId"`
-		Reason    string `json:"reason,omitempty"`
-	}{c.upID, reason})
-	a.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":`), params, []byte("}\n"))
+	a.toClient(cancelNotification(c.upID, reason)...)
 }
 
 // reverseProgress passes the client's progress notification for a child's request to that
