@@ -511,3 +511,76 @@ func TestReverseRequestBeforeClient(t *testing.T) {
 		t.Errorf("the child got %s", m.Line)
 	}
 }
+
+// Two children ask the client something with the same progress token at once: the second
+// request reaches the client with a token of the aggregator's, and the client's progress for
+// each token reaches the child that asked, with the child's own token.
+func TestReverseProgressTokens(t *testing.T) {
+	agg := startAggregator(t, twoFull)
+	agg.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"p","version":"1"}}`)
+	agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	const params = `{"_meta":{"progressToken":7,"k":"v"},"maxTokens":1}`
+	type asked struct {
+		answered <-chan message
+		id       string
+		token    json.RawMessage
+	}
+	ask := func(key string) asked {
+		ch := agg.send("tools/call", `{"name":"`+key+`:ask","arguments":{"method":"sampling/createMessage","params":`+params+`}}`)
+		req := nextNote(t, agg, key+"'s sampling request")
+		var r struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				Meta struct {
+					Token json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			} `json:"params"`
+			Raw struct {
+				Params json.RawMessage `json:"params"`
+			}
+		}
+		json.Unmarshal(req.Line, &r)
+		json.Unmarshal(req.Line, &r.Raw)
+		// Apart from the token, the params are the child's, byte for byte.
+		if got := strings.Replace(string(r.Raw.Params), string(r.Params.Meta.Token), "7", 1); got != params {
+			t.Errorf("%s: the client got params %s, want %s with only the token changed", key, r.Raw.Params, params)
+		}
+		return asked{ch, string(r.ID), r.Params.Meta.Token}
+	}
+	alpha := ask("alpha")
+	beta := ask("beta")
+	if string(alpha.token) != "7" {
+		t.Errorf("the first request's token reached the client as %s, want 7 unchanged", alpha.token)
+	}
+	if string(beta.token) == "7" || len(beta.token) == 0 {
+		t.Fatalf("both requests reached the client with the token %s: its progress could not be told apart", beta.token)
+	}
+	for _, x := range []struct {
+		asked
+		msg string
+	}{{beta, "for beta"}, {alpha, "for alpha"}} {
+		agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(x.token) + `,"progress":1,"message":"` + x.msg + `"}}`)
+		agg.writeLine(`{"jsonrpc":"2.0","id":` + x.id + `,"result":{"model":"m"}}`)
+		agg.wait(x.answered, x.msg)
+	}
+	for _, key := range []string{"alpha", "beta"} {
+		m := agg.call("tools/call", `{"name":"`+key+`:notes","arguments":{}}`)
+		var res struct {
+			Structured struct {
+				Notes []string `json:"notes"`
+			} `json:"structuredContent"`
+		}
+		json.Unmarshal(m.Result, &res)
+		want := `notifications/progress {"progressToken":7,"progress":1,"message":"for ` + key + `"}`
+		var progress []string
+		for _, n := range res.Structured.Notes {
+			if strings.HasPrefix(n, "notifications/progress") {
+				progress = append(progress, n)
+			}
+		}
+		if len(progress) != 1 || progress[0] != want {
+			t.Errorf("%s got the progress notifications %q, want only %q", key, progress, want)
+		}
+	}
+}

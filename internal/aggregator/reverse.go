@@ -3,6 +3,7 @@ package aggregator
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,10 @@ import (
 // reversePrefix starts the IDs of the children's requests as the client sees them.
 const reversePrefix = "agg-r-"
 
+// reverseTokenPrefix starts the progress tokens the aggregator gives a child's request when
+// another child's request waiting at the client already uses the child's token.
+const reverseTokenPrefix = "agg-p-"
+
 // clientCapability is the capability a client must declare for each request of a child.
 var clientCapability = map[string]string{
 	"sampling/createMessage": "sampling",
@@ -33,7 +38,10 @@ type reverseCall struct {
 	server  *server
 	childID jsonrpc.ID
 	upID    string
-	token   string // the key of the child's progress token; "" when none
+	token   string // the key of the progress token as the client sees it; "" when none
+	// childToken is the child's own progress token, when the client was given another one
+	// (two children used the same token at once); nil when the token passes unchanged.
+	childToken []byte
 }
 
 type reverseTable struct {
@@ -116,8 +124,20 @@ func (a *Aggregator) reverseRequest(s *server, req *jsonrpc.Request) {
 	}
 	t.seq++
 	c := &reverseCall{server: s, childID: req.ID, upID: reversePrefix + strconv.FormatUint(t.seq, 10)}
-	if start, end, ok := rawjson.Member(req.Params, "_meta"); ok {
-		c.token = progressToken(req.Params[start:end])
+	params := req.Params
+	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
+		if ts, te, ok := rawjson.Member(params[ms:me], "progressToken"); ok {
+			ts, te = ms+ts, ms+te
+			c.token = tokenKey(params[ts:te])
+			if c.token != "" && t.byToken[c.token] != nil {
+				// Another child's request waits with the same token: the client gets a token of
+				// the aggregator's, and the child its own back on every progress notification.
+				up := strconv.Quote(reverseTokenPrefix + strconv.FormatUint(t.seq, 10))
+				c.childToken = slices.Clone(params[ts:te])
+				c.token = tokenKey([]byte(up))
+				params = slices.Concat(params[:ts], []byte(up), params[te:])
+			}
+		}
 	}
 	t.byUp[c.upID] = c
 	if c.token != "" {
@@ -125,11 +145,11 @@ func (a *Aggregator) reverseRequest(s *server, req *jsonrpc.Request) {
 	}
 	t.mu.Unlock()
 	head := []byte(`{"jsonrpc":"2.0","id":"` + c.upID + `","method":` + strconv.Quote(req.Method))
-	if len(req.Params) == 0 {
+	if len(params) == 0 {
 		a.toClient(head, []byte("}\n"))
 		return
 	}
-	a.toClient(head, []byte(`,"params":`), req.Params, []byte("}\n"))
+	a.toClient(head, []byte(`,"params":`), params, []byte("}\n"))
 }
 
 // reverseAnswer takes the client's answer to a child's request and sends it to the child.
@@ -207,7 +227,7 @@ func (a *Aggregator) cancelUpstream(c *reverseCall, reason string) {
 }
 
 // reverseProgress passes the client's progress notification for a child's request to that
-// child.
+// child, with the child's own token.
 func (a *Aggregator) reverseProgress(m *jsonrpc.Request) bool {
 	start, end, ok := rawjson.Member(m.Params, "progressToken")
 	if !ok {
@@ -220,7 +240,11 @@ func (a *Aggregator) reverseProgress(m *jsonrpc.Request) bool {
 	if c == nil {
 		return false
 	}
-	c.server.conn.Send(nil, notification(m.Method, m.Params)...)
+	params := m.Params
+	if c.childToken != nil {
+		params = slices.Concat(params[:start], c.childToken, params[end:])
+	}
+	c.server.conn.Send(nil, notification(m.Method, params)...)
 	return true
 }
 
