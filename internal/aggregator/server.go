@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -321,7 +322,7 @@ func (s *server) stop(grace time.Duration) {
 
 // startHint adds what to do to an error from starting a program.
 func startHint(err error) string {
-	if errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "executable file not found") {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
 		hint := "; check the command name, or give its full path"
 		if runtime.GOOS == "darwin" {
 			hint += " (desktop apps start servers with a short PATH such as /usr/bin:/bin)"

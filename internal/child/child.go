@@ -56,6 +56,10 @@ const drainTime = 200 * time.Millisecond
 // Start starts the child. Its stderr lines are written to stderr as "[key] line", one Write
 // each; stderr must not block (see forwardStderr).
 func Start(spec Spec, stderr io.Writer) (*Process, error) {
+	cmd, err := command(spec)
+	if err != nil {
+		return nil, err
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -74,7 +78,6 @@ func Start(spec Spec, stderr io.Writer) (*Process, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(spec.Command, spec.Args...)
 	cmd.Env = spec.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
