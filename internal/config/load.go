@@ -53,7 +53,7 @@ func Parse(file string, data []byte, lookup LookupFunc) (*Config, []Warning, err
 	if err := expand(cfg, lookup); err != nil {
 		return nil, nil, err
 	}
-	return cfg, warnings, nil
+	return cfg, append(duplicateKeys(file, data), warnings...), nil
 }
 
 // parseJSON decodes data into the generic form the validator wants (numbers as json.Number,
