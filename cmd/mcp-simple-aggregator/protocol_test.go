@@ -584,3 +584,20 @@ func TestReverseProgressTokens(t *testing.T) {
 		}
 	}
 }
+
+// A child that logs as soon as it is initialized (at the aggregator's start, before any client
+// connected): the messages reach the client once it is initialized, in order, as they would
+// reach a client connected to the child directly.
+func TestLogsBeforeClient(t *testing.T) {
+	agg := startAggregator(t, `{"mcpServers": {"early": {"command": "$FIXTURE", "args": ["-full", "-log-at-start", "3"]}}}`)
+	// The fixture logs on notifications/initialized, before it answers tools/list, and the
+	// aggregator answers initialize only once every child has been listed.
+	agg.initialize("late")
+	for i := range 3 {
+		m := nextNote(t, agg, "a log message from before the client")
+		want := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"logger":"early","level":"notice","data":"started %d"}}`, i)
+		if string(m.Line) != want {
+			t.Fatalf("message %d:\n got %s\nwant %s", i, m.Line, want)
+		}
+	}
+}

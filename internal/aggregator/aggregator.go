@@ -73,6 +73,7 @@ type Aggregator struct {
 	notify     *debouncer
 	pending    *pendingTable
 	reverse    *reverseTable
+	early      earlyQueue // children's notifications from before the client was initialized
 	closeOnce  sync.Once
 }
 
@@ -291,7 +292,7 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 // only once the client has said it is initialized.
 func (a *Aggregator) received(msg jsonrpc.Message) {
 	if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/initialized" && !a.ready.Load() {
-		a.ready.Store(true)
+		a.early.flush(a) // sets ready
 		a.clientReady()
 	}
 }

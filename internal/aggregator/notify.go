@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -52,15 +53,69 @@ func (a *Aggregator) interceptChild(s *server, msg jsonrpc.Message) bool {
 	return false
 }
 
-// toClient writes a message to the client once it is initialized; before that, there is no
-// one to tell.
+// toClient writes a message to the client. Before the client is initialized (the children
+// were started before it connected) the message waits, as it would have reached a client
+// connected to the child directly.
 func (a *Aggregator) toClient(parts ...[]byte) {
-	if !a.ready.Load() {
+	if !a.ready.Load() && a.early.hold(parts) {
 		return
 	}
 	if err := a.up.WriteParts(parts...); err != nil {
 		a.log.Debug("writing to the client", "error", err)
 	}
+}
+
+// Limits of what waits for the client: a child that logs a lot while no client is connected
+// loses its oldest messages, not the aggregator its memory.
+const (
+	earlyMessages = 1000
+	earlyBytes    = 4 << 20
+)
+
+// earlyQueue holds the children's notifications that came before the client was initialized.
+type earlyQueue struct {
+	mu      sync.Mutex
+	done    bool // flushed: messages now go to the client directly
+	msgs    [][]byte
+	size    int
+	dropped int
+}
+
+// hold queues a message for the client; it reports false when the queue was flushed already
+// and the message must be written now.
+func (q *earlyQueue) hold(parts [][]byte) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.done {
+		return false
+	}
+	msg := slices.Concat(parts...)
+	q.msgs = append(q.msgs, msg)
+	q.size += len(msg)
+	for len(q.msgs) > earlyMessages || q.size > earlyBytes && len(q.msgs) > 1 {
+		q.size -= len(q.msgs[0])
+		q.msgs[0] = nil
+		q.msgs = q.msgs[1:]
+		q.dropped++
+	}
+	return true
+}
+
+// flush writes what waited, in order, then marks the client ready: a message sent meanwhile
+// waits for the lock and goes after them.
+func (q *earlyQueue) flush(a *Aggregator) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.dropped > 0 {
+		a.log.Warn(fmt.Sprintf("%d notifications of the servers from before the client connected were dropped (the last %d, up to %d MiB, are kept)", q.dropped, earlyMessages, earlyBytes>>20))
+	}
+	for _, msg := range q.msgs {
+		if err := a.up.WriteParts(msg); err != nil {
+			a.log.Debug("writing to the client", "error", err)
+		}
+	}
+	q.msgs, q.done = nil, true
+	a.ready.Store(true)
 }
 
 // childProgress forwards a child's progress notification for a request of the client to the
