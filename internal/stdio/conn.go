@@ -9,7 +9,8 @@
 //     16 MiB), and a line over it is dropped and reported, not fatal;
 //   - a result can be written exactly as it was received (see Conn.Raw), without the SDK
 //     decoding and re-encoding it;
-//   - a notification can be sent outside the SDK's session (see Conn.Notify).
+//   - a notification can be sent outside the SDK's session (see Conn.Notify);
+//   - JSON-RPC batches can be allowed per session (see Options.Batches).
 package stdio
 
 import (
@@ -58,6 +59,10 @@ type Options struct {
 	// has been answered, or for at most this long: a client that sends its requests and closes
 	// its end of the pipe still gets its answers.
 	DrainOnEOF time.Duration
+	// Batches, when it returns true, accepts a JSON-RPC batch (an array of messages) on one
+	// line: its messages are read one by one, and the answers to its requests are written
+	// together as one array once the last is in. Otherwise a batch goes to BadLine.
+	Batches func() bool
 }
 
 // Conn is an mcp.Connection over a reader and a writer carrying one JSON-RPC message per line.
@@ -84,6 +89,13 @@ type Conn struct {
 	rawMu  sync.Mutex
 	rawSeq atomic.Uint64
 	raws   map[string][]byte
+
+	// Batches: messages of a batch not yet returned by Read, and the batch each request read
+	// in one belongs to until it is answered.
+	batchQueue []jsonrpc.Message
+	batchMu    sync.Mutex
+	batchOf    map[jsonrpc.ID]batchSlot
+	inBatches  atomic.Int64 // len(batchOf), read without the lock on every write
 
 	// Requests read and not yet answered, for DrainOnEOF.
 	pendingMu sync.Mutex
@@ -140,6 +152,15 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if len(c.batchQueue) > 0 {
+			msg := c.batchQueue[0]
+			c.batchQueue[0] = nil
+			c.batchQueue = c.batchQueue[1:]
+			if c.deliver(msg) {
+				return msg, nil
+			}
+			continue
+		}
 		line, owned, err := c.readLine()
 		if err != nil {
 			select {
@@ -162,6 +183,10 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if len(line) == 0 {
 			continue // blank lines carry nothing
 		}
+		if line[0] == '[' && c.opts.Batches != nil && json.Valid(line) && c.opts.Batches() {
+			c.readBatch(line)
+			continue
+		}
 		msg, err := decodeMessage(line, owned)
 		if err != nil {
 			if msg := c.bad(line, err); msg != nil && !c.intercepted(msg) {
@@ -169,34 +194,52 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			continue
 		}
-		if c.opts.Received != nil {
-			c.opts.Received(msg)
+		if c.deliver(msg) {
+			return msg, nil
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok && c.opts.DrainOnEOF > 0 {
-			switch {
-			case req.IsCall():
-				c.pendingMu.Lock()
-				c.pending[req.ID] = true
-				c.pendingMu.Unlock()
-			case req.Method == "notifications/cancelled":
-				// "Receivers of a cancellation notification SHOULD ... not send a response
-				// for the cancelled request": stop waiting for it.
-				var p struct {
-					RequestID any `json:"requestId"`
-				}
-				if json.Unmarshal(req.Params, &p) == nil {
-					if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
-						c.answered(id)
-					}
-				}
+	}
+}
+
+// deliver does the bookkeeping for a message read, and reports whether it goes to the session
+// (Options.Intercept did not take it).
+func (c *Conn) deliver(msg jsonrpc.Message) bool {
+	if c.opts.Received != nil {
+		c.opts.Received(msg)
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" && c.inBatches.Load() > 0 {
+		// A cancelled request gets no answer: its batch is complete without it.
+		if id, ok := cancelledID(req.Params); ok {
+			c.batchAnswer(id, nil)
+		}
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && c.opts.DrainOnEOF > 0 {
+		switch {
+		case req.IsCall():
+			c.pendingMu.Lock()
+			c.pending[req.ID] = true
+			c.pendingMu.Unlock()
+		case req.Method == "notifications/cancelled":
+			// "Receivers of a cancellation notification SHOULD ... not send a response
+			// for the cancelled request": stop waiting for it.
+			if id, ok := cancelledID(req.Params); ok {
+				c.answered(id)
 			}
 		}
-		// After the bookkeeping above: an intercepted request may be answered at once.
-		if c.intercepted(msg) {
-			continue
-		}
-		return msg, nil
 	}
+	// After the bookkeeping above: an intercepted request may be answered at once.
+	return !c.intercepted(msg)
+}
+
+// cancelledID is the request ID in the params of notifications/cancelled.
+func cancelledID(params json.RawMessage) (jsonrpc.ID, bool) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	return id, err == nil && id.IsValid()
 }
 
 // wireMessage is a JSON-RPC message as it is on the wire.
@@ -493,12 +536,15 @@ func (c *Conn) Write(_ context.Context, msg jsonrpc.Message) error {
 			if err != nil {
 				return err
 			}
-			return c.WriteParts([]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), data, []byte("}\n"))
+			return c.respond(resp.ID, []byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), data, []byte("}\n"))
 		}
 	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
+	}
+	if isResp {
+		return c.respond(resp.ID, data, []byte("\n"))
 	}
 	return c.WriteParts(data, []byte("\n"))
 }
@@ -514,12 +560,12 @@ func (c *Conn) WriteResponse(id jsonrpc.ID, result, errObj json.RawMessage) erro
 		return err
 	}
 	if errObj != nil {
-		return c.WriteParts([]byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"error":`), errObj, []byte("}\n"))
+		return c.respond(id, []byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"error":`), errObj, []byte("}\n"))
 	}
 	if len(result) == 0 {
 		result = json.RawMessage("null") // the peer sent neither: keep the line valid JSON
 	}
-	return c.WriteParts([]byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"result":`), result, []byte("}\n"))
+	return c.respond(id, []byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"result":`), result, []byte("}\n"))
 }
 
 // WriteRaw writes an already encoded message (one line of JSON, without its newline).

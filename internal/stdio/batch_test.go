@@ -1,0 +1,90 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// A batch is read as its messages, and the answers to its requests are written together as
+// one array in the order of the requests, whatever order they are answered in; elements that
+// are not messages are answered with errors in place; notifications and cancelled requests
+// get no answer.
+func TestBatch(t *testing.T) {
+	in := strings.NewReader(`[{"jsonrpc":"2.0","id":1,"method":"a"}, {"jsonrpc":"2.0","method":"n"}, 5, {"jsonrpc":"2.0","id":"two","method":"b"}, {"jsonrpc":"2.0","id":3,"method":"c"}, {"jsonrpc":"2.0","id":1,"method":"dup"}]` + "\n" +
+		`[{"jsonrpc":"2.0","method":"only-a-notification"}]` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}` + "\n" +
+		`{"jsonrpc":"2.0","id":9,"method":"alone"}` + "\n" +
+		"[]\n")
+	var out lockedWriter
+	allowed := true
+	c := New(in, &out, &Options{Batches: func() bool { return allowed }})
+	msgs := readAll(t, c)
+	var methods []string
+	for _, m := range msgs {
+		methods = append(methods, m.(*jsonrpc.Request).Method)
+	}
+	if got := strings.Join(methods, " "); got != "a n b c only-a-notification notifications/cancelled alone" {
+		t.Fatalf("read %s", got)
+	}
+	if got := out.String(); got != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: an empty batch"}}`+"\n" {
+		t.Fatalf("before any answer, wrote %q; want only the answer to the empty batch", got)
+	}
+	out.Reset()
+	ctx := context.Background()
+	id := func(v any) jsonrpc.ID { i, _ := jsonrpc.MakeID(v); return i }
+	c.Write(ctx, &jsonrpc.Response{ID: id(float64(9)), Result: json.RawMessage(`"alone"`)})
+	c.WriteResponse(id("two"), json.RawMessage(`{"b": 2}`), nil)
+	if got := out.String(); got != `{"jsonrpc":"2.0","id":9,"result":"alone"}`+"\n" {
+		t.Fatalf("with the batch incomplete, wrote %q; want only the answer outside it", got)
+	}
+	out.Reset()
+	c.Write(ctx, &jsonrpc.Response{ID: id(float64(1)), Error: &jsonrpc.Error{Code: -1, Message: "no"}})
+	want := `[{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"no"}},` +
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: unmarshaling jsonrpc message: json: cannot unmarshal number into Go value of type stdio.wireMessage"}},` +
+		`{"jsonrpc":"2.0","id":"two","result":{"b": 2}},` +
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: the request ID 1 is already in use by a request in a batch"}}]` + "\n"
+	if got := out.String(); got != want {
+		t.Errorf("the batch's answer:\n got %s\nwant %s", got, want)
+	}
+
+	// Where batches are not allowed, they are bad lines.
+	allowed = false
+	var bad []string
+	c = New(strings.NewReader(`[{"jsonrpc":"2.0","id":1,"method":"a"}]`+"\n"), &out, &Options{
+		Batches: func() bool { return allowed },
+		BadLine: func(_ *Conn, line []byte, err error) jsonrpc.Message { bad = append(bad, string(line)); return nil },
+	})
+	if msgs := readAll(t, c); len(msgs) != 0 || len(bad) != 1 {
+		t.Errorf("a batch where none is allowed: read %v, bad lines %q", msgs, bad)
+	}
+}
+
+// lockedWriter is a bytes.Buffer for writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func (w *lockedWriter) Reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Reset()
+}
