@@ -601,3 +601,46 @@ func TestLogsBeforeClient(t *testing.T) {
 		}
 	}
 }
+
+// A client speaking 2025-03-26 may send JSON-RPC batches ("MUST support receiving" them): the
+// answers come back as one array, in the order of the requests, each as it would be alone.
+// From 2025-06-18 on, batches are not part of the protocol: one Invalid Request error.
+func TestBatches(t *testing.T) {
+	agg := startAggregator(t, twoFull)
+	agg.call("initialize", `{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"batcher","version":"1"}}`)
+	agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	echo := `{"name":"alpha:echo","arguments":{"text":"in a batch","n":1.50}}`
+	alone := []string{
+		string(agg.call("tools/call", echo).Result),
+		`{}`,
+		string(agg.call("prompts/list", `{}`).Result),
+	}
+	agg.writeLine(`[{"jsonrpc":"2.0","id":"b1","method":"tools/call","params":` + echo + `},` +
+		`{"jsonrpc":"2.0","id":"b2","method":"ping"},` +
+		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},` +
+		`{"jsonrpc":"2.0","id":"b3","method":"prompts/list","params":{}}]`)
+	answer := nextNote(t, agg, "the batch's answer")
+	var got []message
+	if err := json.Unmarshal(answer.Line, &got); err != nil {
+		t.Fatalf("the batch's answer %s: %v", answer.Line, err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("the batch's answer has %d responses, want 3: %s", len(got), answer.Line)
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf(`"b%d"`, i+1); string(m.ID) != want || string(m.Result) != alone[i] {
+			t.Errorf("response %d: id %s, result %s; want id %s, result %s", i, m.ID, m.Result, want, alone[i])
+		}
+	}
+
+	agg = startAggregator(t, twoFull)
+	agg.initialize("too new") // 2025-06-18
+	agg.writeLine(`[{"jsonrpc":"2.0","id":"b1","method":"ping"}]`)
+	m := nextNote(t, agg, "the error for a batch")
+	if want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: JSON-RPC batches are not part of protocol version 2025-06-18 (they were removed in 2025-06-18)"}}`; string(m.Line) != want {
+		t.Errorf("a batch in 2025-06-18:\n got %s\nwant %s", m.Line, want)
+	}
+	if m := agg.call("ping", ""); m.Error != nil {
+		t.Errorf("after the batch, ping failed: %s", m.Line)
+	}
+}

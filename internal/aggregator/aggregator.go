@@ -66,8 +66,9 @@ type Aggregator struct {
 
 	up         *stdio.Conn
 	upSession  atomic.Pointer[mcp.ServerSession]
-	started    atomic.Bool // the client has sent initialize
-	ready      atomic.Bool // the client has sent notifications/initialized
+	started    atomic.Bool            // the client has sent initialize
+	ready      atomic.Bool            // the client has sent notifications/initialized
+	version    atomic.Pointer[string] // the protocol version of the session with the client
 	clientCaps map[string]json.RawMessage
 	clientName string
 	notify     *debouncer
@@ -261,10 +262,11 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		Received:       a.received,
 		Intercept:      a.interceptClient,
 		DrainOnEOF:     drainOnEOF,
+		Batches:        a.batches,
 	})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
 		Capabilities:              a.caps,
-		SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"},
+		SupportedProtocolVersions: protocolVersions,
 		InitializedHandler:        a.initialized,
 		Logger:                    slog.New(slog.DiscardHandler),
 	})
@@ -286,6 +288,24 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		return nil
 	}
 	return err
+}
+
+// protocolVersions are the versions the aggregator speaks with its client, latest first.
+var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// clientVersion is the protocol version of the session with the client; "" before initialize.
+func (a *Aggregator) clientVersion() string {
+	if v := a.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// batches reports whether the client may send JSON-RPC batches: in protocol versions before
+// 2025-06-18, which removed them (2025-03-26 requires receiving them), once initialized.
+func (a *Aggregator) batches() bool {
+	v := a.clientVersion()
+	return v != "" && v < "2025-06-18"
 }
 
 // received sees every message from the client before the SDK does: list_changed may be sent

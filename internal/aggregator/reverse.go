@@ -74,8 +74,9 @@ func (t *reverseTable) removeLocked(c *reverseCall) {
 func (a *Aggregator) clientInitialize(req *jsonrpc.Request) {
 	caps := map[string]json.RawMessage{}
 	var p struct {
-		Capabilities map[string]json.RawMessage `json:"capabilities"`
-		ClientInfo   struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
+		ClientInfo      struct {
 			Name string `json:"name"`
 		} `json:"clientInfo"`
 	}
@@ -85,6 +86,13 @@ func (a *Aggregator) clientInitialize(req *jsonrpc.Request) {
 	a.reverse.mu.Lock()
 	a.clientCaps, a.clientName = caps, p.ClientInfo.Name
 	a.reverse.mu.Unlock()
+	// The version the session will speak: the client's when the aggregator supports it (the
+	// SDK then agrees to it), else the latest.
+	version := p.ProtocolVersion
+	if !slices.Contains(protocolVersions, version) {
+		version = protocolVersions[0]
+	}
+	a.version.Store(&version)
 	a.started.Store(true)
 }
 

@@ -26,16 +26,15 @@ func (a *Aggregator) badClientLine(c *stdio.Conn, line []byte, err error) jsonrp
 		}
 	case !json.Valid(line):
 		code, msg = jsonrpc.CodeParseError, "Parse error: the line is not valid JSON"
+	case strings.HasPrefix(string(line), "["):
+		// Batches are taken apart by the connection when the session allows them.
+		if version := a.clientVersion(); version == "" {
+			msg = "Invalid Request: a JSON-RPC batch before initialize (initialize must be sent on its own)"
+		} else {
+			msg = fmt.Sprintf("Invalid Request: JSON-RPC batches are not part of protocol version %s (they were removed in 2025-06-18)", version)
+		}
 	default:
-		var probe struct {
-			ID json.RawMessage `json:"id"`
-		}
-		if json.Unmarshal(line, &probe) == nil && len(probe.ID) > 0 && (probe.ID[0] == '"' || probe.ID[0] == '-' || probe.ID[0] >= '0' && probe.ID[0] <= '9') {
-			id = probe.ID
-		}
-		if strings.HasPrefix(string(line), "[") {
-			msg = "Invalid Request: JSON-RPC batches are not supported"
-		}
+		id = stdio.RequestID(line)
 	}
 	a.log.Warn("answered a malformed message from the client with an error", "code", code, "line", excerpt(line))
 	resp, _ := json.Marshal(struct {
