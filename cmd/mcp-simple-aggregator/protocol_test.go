@@ -644,3 +644,31 @@ func TestBatches(t *testing.T) {
 		t.Errorf("after the batch, ping failed: %s", m.Line)
 	}
 }
+
+// The children are told the client does URL elicitation; a client that declared only forms
+// never sees a URL request: the child gets an error that says why. Form requests pass.
+func TestURLElicitationClientFormOnly(t *testing.T) {
+	agg := startAggregator(t, twoFull)
+	agg.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"forms","version":"1"}}`)
+	agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	m := agg.call("tools/call", `{"name":"alpha:ask","arguments":{"method":"elicitation/create","params":{"mode":"url","message":"log in","url":"https://example.com/login","elicitationId":"e1"}}}`)
+	if want := `"error":{"code":-32602,"message":"Invalid params: the client (forms) does not support URL elicitation (its \"elicitation\" capability has no \"url\"); the request came through mcp-simple-aggregator"}`; !strings.Contains(string(m.Result), want) {
+		t.Errorf("URL elicitation for a form-only client: the child got %s, want %s", m.Result, want)
+	}
+	select {
+	case n := <-agg.notes:
+		t.Errorf("the client got %s", n.Line)
+	default:
+	}
+	ch := agg.send("tools/call", `{"name":"alpha:ask","arguments":{"method":"elicitation/create","params":{"mode":"form","message":"name?","requestedSchema":{"type":"object"}}}}`)
+	if req := nextNote(t, agg, "the form request"); req.Method != "elicitation/create" {
+		t.Fatalf("the client got %s, want the form request", req.Line)
+	} else {
+		var r struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal(req.Line, &r)
+		agg.writeLine(`{"jsonrpc":"2.0","id":` + string(r.ID) + `,"result":{"action":"decline"}}`)
+	}
+	agg.wait(ch, "the form request's answer")
+}

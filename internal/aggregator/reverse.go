@@ -118,16 +118,20 @@ func (a *Aggregator) reverseRequest(s *server, req *jsonrpc.Request) {
 		t.mu.Unlock()
 		return
 	}
-	if _, ok := a.clientCaps[capability]; !ok {
-		name := a.clientName
+	declared, ok := a.clientCaps[capability]
+	if !ok {
+		name := a.clientLabel()
 		t.mu.Unlock()
-		if name == "" {
-			name = "the client"
-		} else {
-			name = fmt.Sprintf("the client (%s)", name)
-		}
 		a.answerChildError(s, req.ID, jsonrpc.CodeMethodNotFound,
 			fmt.Sprintf("Method not found: %s does not support %s (it did not declare the %q capability); the request came through mcp-simple-aggregator", name, req.Method, capability))
+		return
+	}
+	if req.Method == "elicitation/create" && urlMode(req.Params) && !hasMember(declared, "url") {
+		// The children were told the client does URL elicitation too; this one does only forms.
+		name := a.clientLabel()
+		t.mu.Unlock()
+		a.answerChildError(s, req.ID, jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("Invalid params: %s does not support URL elicitation (its \"elicitation\" capability has no \"url\"); the request came through mcp-simple-aggregator", name))
 		return
 	}
 	t.seq++
@@ -158,6 +162,30 @@ func (a *Aggregator) reverseRequest(s *server, req *jsonrpc.Request) {
 		return
 	}
 	a.toClient(head, []byte(`,"params":`), params, []byte("}\n"))
+}
+
+// clientLabel names the client in messages; call it with a.reverse.mu held.
+func (a *Aggregator) clientLabel() string {
+	if a.clientName == "" {
+		return "the client"
+	}
+	return fmt.Sprintf("the client (%s)", a.clientName)
+}
+
+// urlMode reports whether the params of elicitation/create ask for URL mode.
+func urlMode(params json.RawMessage) bool {
+	start, end, ok := rawjson.Member(params, "mode")
+	if !ok {
+		return false
+	}
+	mode, ok := decodeString(params[start:end])
+	return ok && mode == "url"
+}
+
+// hasMember reports whether the JSON object obj has the member key.
+func hasMember(obj json.RawMessage, key string) bool {
+	_, _, ok := rawjson.Member(obj, key)
+	return ok
 }
 
 // reverseAnswer takes the client's answer to a child's request and sends it to the child.
