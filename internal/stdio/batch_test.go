@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -87,4 +88,69 @@ func (w *lockedWriter) Reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.b.Reset()
+}
+
+// Whatever a batch holds, every request read from it is answered exactly once, inside the
+// batch's array (in the order read) or, when its ID was taken, on a line of its own; every
+// line written is valid JSON; and nothing is written for a batch without requests.
+func FuzzBatch(f *testing.F) {
+	for _, s := range []string{
+		`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"}]`,
+		`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":1,"method":"b"},7,[],{}]`,
+		`[{"jsonrpc":"2.0","id":"x","method":"a","params":{"_meta":{}}},{"jsonrpc":"2.0","id":"x","result":{}}]`,
+		`[]`,
+		`[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}},{"jsonrpc":"2.0","id":1,"method":"a"}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if bytes.ContainsAny(line, "\r\n") {
+			return
+		}
+		var out lockedWriter
+		c := New(bytes.NewReader(append(line, '\n')), &out, &Options{Batches: func() bool { return true }, BadLine: func(*Conn, []byte, error) jsonrpc.Message { return nil }})
+		var calls []jsonrpc.ID
+		for _, m := range readAll(t, c) {
+			if r, ok := m.(*jsonrpc.Request); ok && r.IsCall() {
+				calls = append(calls, r.ID)
+			}
+		}
+		before := out.String()
+		for i, id := range calls {
+			c.WriteResponse(id, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), nil)
+		}
+		answered := map[int]int{}
+		for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+			if l == "" {
+				continue
+			}
+			if !json.Valid([]byte(l)) {
+				t.Fatalf("wrote a line that is not JSON: %q", l)
+			}
+			var msgs []struct {
+				Result struct {
+					N *int `json:"n"`
+				} `json:"result"`
+			}
+			if l[0] != '[' {
+				l = "[" + l + "]"
+			}
+			if err := json.Unmarshal([]byte(l), &msgs); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			for _, m := range msgs {
+				if m.Result.N != nil {
+					answered[*m.Result.N]++
+				}
+			}
+		}
+		for i := range calls {
+			if answered[i] != 1 {
+				t.Fatalf("request %d (id %v) answered %d times; output:\n%s", i, calls[i].Raw(), answered[i], out.String())
+			}
+		}
+		if len(calls) == 0 && before != out.String() {
+			t.Fatalf("answers written without requests")
+		}
+	})
 }
