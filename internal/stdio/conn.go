@@ -63,6 +63,9 @@ type Options struct {
 	// line: its messages are read one by one, and the answers to its requests are written
 	// together as one array once the last is in. Otherwise a batch goes to BadLine.
 	Batches func() bool
+	// Answering, when set, sees every response Write is given before it is encoded, and may
+	// change its result.
+	Answering func(*jsonrpc.Response)
 }
 
 // Conn is an mcp.Connection over a reader and a writer carrying one JSON-RPC message per line.
@@ -525,6 +528,9 @@ func (c *Conn) Write(_ context.Context, msg jsonrpc.Message) error {
 	resp, isResp := msg.(*jsonrpc.Response)
 	if isResp && c.opts.DrainOnEOF > 0 {
 		defer c.answered(resp.ID)
+	}
+	if isResp && c.opts.Answering != nil {
+		c.opts.Answering(resp)
 	}
 	if isResp && resp.Error == nil && bytes.HasPrefix(resp.Result, rawPrefix) {
 		c.rawMu.Lock()
