@@ -75,6 +75,9 @@ type Aggregator struct {
 	pending    *pendingTable
 	reverse    *reverseTable
 	early      earlyQueue // children's notifications from before the client was initialized
+	tasks      taskTable
+	tasksCaps  json.RawMessage            // the union of the children's tasks capabilities; nil for none
+	initID     atomic.Pointer[jsonrpc.ID] // the ID of the client's initialize
 	closeOnce  sync.Once
 }
 
@@ -131,6 +134,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 	}
 	a.catalog.Store(cat)
 	a.caps = unionCapabilities(a.servers)
+	a.tasksCaps = unionTasks(a.servers)
 	a.mu.Unlock()
 	if warning := nameWarning(cat, opts.Separator); warning != "" {
 		a.log.Warn(warning)
@@ -263,6 +267,7 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		Intercept:      a.interceptClient,
 		DrainOnEOF:     drainOnEOF,
 		Batches:        a.batches,
+		Answering:      a.answering,
 	})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
 		Capabilities:              a.caps,
@@ -343,6 +348,7 @@ func (a *Aggregator) serverDown(s *server, why string) {
 	}
 	a.failPending(s, why)
 	a.cancelReverse(s, why)
+	a.tasks.drop(s)
 	a.log.Error(fmt.Sprintf("server %q %s; its tools, prompts and resources are no longer available%s", s.key, why, tailText(s.proc.Tail())))
 	go s.stop(a.opts.ShutdownGrace)
 	a.mu.Lock()

@@ -43,6 +43,7 @@ type forwarded struct {
 	label   string // for the debug log: "tool", "prompt" or "uri", and its value
 	value   string
 	token   string // the key of the client's progress token; "" when none
+	task    bool   // a tools/call that asked for a task
 	start   time.Time
 	args    int // size of the arguments (or params), for the debug log
 	// done, when set, takes the answer instead of the client (a request the aggregator
@@ -180,6 +181,10 @@ func (a *Aggregator) interceptClient(msg jsonrpc.Message) bool {
 			a.setLevel(m)
 		case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 			a.answerList(m)
+		case "tasks/get", "tasks/result", "tasks/cancel":
+			a.callTask(m)
+		case "tasks/list":
+			a.listTasks(m)
 		default:
 			return false
 		}
@@ -285,7 +290,10 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 	if ms >= 0 {
 		token = progressToken(req.Params[ms:me])
 	}
-	a.forward(req, &forwarded{server: e.server, doing: doing, subject: e.original, token: token, label: what, value: e.exposed},
+	// A call that asks for a task is answered with the task: its owner is noted then. The
+	// extra scan is made only when some server offers tasks.
+	task := k == kindTools && a.tasksCaps != nil && hasMember(req.Params, "task")
+	a.forward(req, &forwarded{server: e.server, doing: doing, subject: e.original, token: token, label: what, value: e.exposed, task: task},
 		req.Params[:ns], e.quoted, req.Params[ne:])
 }
 
@@ -464,6 +472,9 @@ func (a *Aggregator) childAnswer(s *server, resp *jsonrpc.Response) bool {
 			errObj = []byte(`{"code":-32603,"message":"the server's error could not be encoded"}`)
 		}
 	}
+	if f.task && resp.Error == nil {
+		a.noteCreatedTask(s, resp.Result)
+	}
 	if f.done != nil {
 		f.done(resp.Result, errObj)
 	} else {
@@ -529,26 +540,37 @@ func (a *Aggregator) answerList(req *jsonrpc.Request) {
 		a.answerError(req.ID, jsonrpc.CodeMethodNotFound, "Method not found: no server offers "+kinds[k].field)
 		return
 	}
-	if p := req.Params; len(p) > 0 && string(p) != "null" {
-		cs, ce, _, _, ok := scanParams(p, "cursor")
-		if !ok {
-			a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("%s: params must be an object", req.Method))
-			return
-		}
-		if cs >= 0 {
-			cursor, ok := decodeString(p[cs:ce])
-			if !ok {
-				a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("%s: the cursor must be a string, not %.80s", req.Method, p[cs:ce]))
-				return
-			}
-			if cursor != "" {
-				// The whole list is always one page, so no cursor was ever handed out.
-				a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("invalid cursor %q", cursor))
-				return
-			}
-		}
+	if !a.checkNoCursor(req) {
+		return
 	}
 	a.writeAnswer(req.ID, a.catalog.Load().lists[k], nil)
+}
+
+// checkNoCursor answers a list request whose params are not an object or carry a cursor with
+// an error, and reports whether the request is fine: the aggregator's lists are always one
+// page, so it never handed out a cursor.
+func (a *Aggregator) checkNoCursor(req *jsonrpc.Request) bool {
+	p := req.Params
+	if len(p) == 0 || string(p) == "null" {
+		return true
+	}
+	cs, ce, _, _, ok := scanParams(p, "cursor")
+	if !ok {
+		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("%s: params must be an object", req.Method))
+		return false
+	}
+	if cs >= 0 {
+		cursor, ok := decodeString(p[cs:ce])
+		if !ok {
+			a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("%s: the cursor must be a string, not %.80s", req.Method, p[cs:ce]))
+			return false
+		}
+		if cursor != "" {
+			a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("invalid cursor %q", cursor))
+			return false
+		}
+	}
+	return true
 }
 
 // setLevel passes logging/setLevel to every server that offers logging and answers once all

@@ -37,6 +37,8 @@ func (a *Aggregator) interceptChild(s *server, msg jsonrpc.Message) bool {
 			a.childLog(s, m)
 		case "notifications/resources/updated":
 			a.toClient(notification(m.Method, m.Params)...)
+		case "notifications/tasks/status":
+			a.childTaskStatus(s, m)
 		case "notifications/tools/list_changed":
 			go a.refresh(s, kindTools)
 		case "notifications/prompts/list_changed":

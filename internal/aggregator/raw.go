@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,6 +50,11 @@ var stubList = json.RawMessage(`{}`)
 type childConn struct {
 	*stdio.Conn
 	pending sync.Map // jsonrpc.ID -> *sink
+	// tasks is the child's tasks capability, raw, from its answer to initialize (the first
+	// answer it sends): the SDK's types have no field for it. Set by the reading goroutine
+	// before the SDK sees the answer.
+	tasks   json.RawMessage
+	sniffed bool
 }
 
 func (c *childConn) Connect(context.Context) (mcp.Connection, error) { return c, nil }
@@ -74,6 +80,14 @@ func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Conn.Read(ctx)
+	if resp, ok := msg.(*jsonrpc.Response); ok && !c.sniffed {
+		c.sniffed = true
+		if cs, ce, ok := rawjson.Member(resp.Result, "capabilities"); ok {
+			if ts, te, ok := rawjson.Member(resp.Result[cs:ce], "tasks"); ok {
+				c.tasks = bytes.Clone(resp.Result[cs+ts : cs+te])
+			}
+		}
+	}
 	if resp, ok := msg.(*jsonrpc.Response); ok {
 		if v, ok := c.pending.LoadAndDelete(resp.ID); ok {
 			s := v.(*sink)

@@ -93,6 +93,8 @@ func (a *Aggregator) clientInitialize(req *jsonrpc.Request) {
 		version = protocolVersions[0]
 	}
 	a.version.Store(&version)
+	id := req.ID
+	a.initID.Store(&id)
 	a.started.Store(true)
 }
 

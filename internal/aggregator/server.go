@@ -39,8 +39,10 @@ type server struct {
 	session *mcp.ClientSession
 	log     *slog.Logger
 
-	// caps are the capabilities the child declared in initialize.
-	caps *mcp.ServerCapabilities
+	// caps are the capabilities the child declared in initialize; tasks is its tasks
+	// capability, raw (nil when it has none).
+	caps  *mcp.ServerCapabilities
+	tasks json.RawMessage
 	// lists are the child's tools, prompts, resources and resource templates as it sent
 	// them, in its order. Guarded by Aggregator.mu.
 	lists [numKinds][]json.RawMessage
@@ -127,6 +129,7 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 	} else {
 		s.caps = &mcp.ServerCapabilities{}
 	}
+	s.tasks = s.conn.tasks
 	lists, lerr := s.readLists(ctx, allKinds)
 	if lerr != nil {
 		return fail(lerr.stage, lerr.err)
