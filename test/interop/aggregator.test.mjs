@@ -267,6 +267,41 @@ test("everything: sampling, elicitation and roots reach the client and back", as
   assert.ok(seen.direct.length >= 2);
 });
 
+test("everything: tasks, with an elicitation on the way", async () => {
+  assert.deepEqual(fullThrough.getServerCapabilities().tasks, fullDirect.getServerCapabilities().tasks);
+  const before = { direct: seen.direct.length, through: seen.through.length };
+  const run = async (c, p) => {
+    const kinds = [];
+    let result, taskId;
+    const stream = c.experimental.tasks.callToolStream(
+      { name: p + "simulate-research-query", arguments: { topic: "pipes", ambiguous: true } },
+      undefined,
+      { task: { ttl: 60000 } },
+    );
+    for await (const m of stream) {
+      if (kinds.at(-1) !== m.type) kinds.push(m.type);
+      if (m.type === "taskCreated") taskId = m.task.taskId;
+      if (m.type === "result") result = m.result;
+      if (m.type === "error") throw m.error;
+    }
+    // The result names its task, whose ID differs between the two runs.
+    const related = result?._meta?.["io.modelcontextprotocol/related-task"];
+    if (related?.taskId === taskId) related.taskId = "<the task>";
+    const listed = (await c.experimental.tasks.listTasks()).tasks.some((t) => t.taskId === taskId);
+    const { status } = await c.experimental.tasks.getTask(taskId);
+    return { kinds, result, listed, status };
+  };
+  const [want, got] = await both(run);
+  assert.ok(want.result, `the task directly: ${JSON.stringify(want)}`);
+  assert.deepEqual(want.result.kinds, ["taskCreated", "taskStatus", "result"]);
+  assert.equal(want.result.status, "completed");
+  assert.ok(want.result.listed);
+  assert.deepEqual(got, want);
+  // The server asked the client for clarification on both sides.
+  assert.deepEqual(seen.through.slice(before.through), seen.direct.slice(before.direct));
+  assert.equal(seen.direct.length - before.direct, 1);
+});
+
 test("everything: logging and subscriptions", async () => {
   for (const c of [fullDirect, fullThrough]) {
     await c.setLoggingLevel("debug");
