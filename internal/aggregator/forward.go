@@ -299,14 +299,8 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 
 // callResource forwards resources/read, subscribe and unsubscribe to the owner of the URI.
 func (a *Aggregator) callResource(req *jsonrpc.Request) {
-	us, ue, ms, me, ok := scanParams(req.Params, "uri")
-	if !ok || us < 0 {
-		a.answerError(req.ID, jsonrpc.CodeInvalidParams, req.Method+" needs params with a uri")
-		return
-	}
-	uri, ok := decodeString(req.Params[us:ue])
+	uri, token, ok := a.stringParam(req, "uri")
 	if !ok {
-		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("the uri is not a string: %.80s", req.Params[us:ue]))
 		return
 	}
 	s, why := a.catalog.Load().resourceOwner(uri)
@@ -314,11 +308,26 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 		a.answerResourceNotFound(req.ID, uri, why)
 		return
 	}
-	var token string
+	a.forward(req, &forwarded{server: s, doing: req.Method + " of %q", subject: uri, token: token, label: "uri", value: uri}, req.Params)
+}
+
+// stringParam reads the string member key of a request's params, and the key of the progress
+// token in its _meta; when the member is missing or not a string, it answers the request with
+// an error and reports false.
+func (a *Aggregator) stringParam(req *jsonrpc.Request, key string) (value, token string, ok bool) {
+	vs, ve, ms, me, ok := scanParams(req.Params, key)
+	if !ok || vs < 0 {
+		a.answerError(req.ID, jsonrpc.CodeInvalidParams, req.Method+" needs params with a "+key)
+		return "", "", false
+	}
+	if value, ok = decodeString(req.Params[vs:ve]); !ok {
+		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("the %s is not a string: %.80s", key, req.Params[vs:ve]))
+		return "", "", false
+	}
 	if ms >= 0 {
 		token = progressToken(req.Params[ms:me])
 	}
-	a.forward(req, &forwarded{server: s, doing: req.Method + " of %q", subject: uri, token: token, label: "uri", value: uri}, req.Params)
+	return value, token, true
 }
 
 // answerResourceNotFound answers with the error the specification gives for an unknown

@@ -116,24 +116,14 @@ func (a *Aggregator) callTask(req *jsonrpc.Request) {
 		a.answerError(req.ID, jsonrpc.CodeMethodNotFound, "Method not found: no server offers tasks")
 		return
 	}
-	ts, te, ms, me, ok := scanParams(req.Params, "taskId")
-	if !ok || ts < 0 {
-		a.answerError(req.ID, jsonrpc.CodeInvalidParams, req.Method+" needs params with a taskId")
-		return
-	}
-	id, ok := decodeString(req.Params[ts:te])
+	id, token, ok := a.stringParam(req, "taskId")
 	if !ok {
-		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("the taskId is not a string: %.80s", req.Params[ts:te]))
 		return
 	}
 	s := a.tasks.get(id)
 	if s == nil {
 		a.answerError(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf("Task not found: %s (no server reported a task with this ID, or its server went down)", id))
 		return
-	}
-	var token string
-	if ms >= 0 {
-		token = progressToken(req.Params[ms:me])
 	}
 	a.forward(req, &forwarded{server: s, doing: req.Method + " of task %q", subject: id, token: token, label: "task", value: id}, req.Params)
 }
