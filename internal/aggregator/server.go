@@ -79,7 +79,7 @@ func (a *Aggregator) startServer(ctx context.Context, cfg config.Server) (*serve
 			if errors.Is(err, stdio.ErrTooLarge) {
 				// Fail the request it answers rather than leave it waiting forever.
 				s.log.Error(fmt.Sprintf("a message from the server is larger than %d bytes and was dropped (see --max-message-size)", a.opts.MaxMessageSize))
-				if id, ok := stdio.PeekID(line); ok {
+				if id, ok := stdio.TooLargeID(err); ok {
 					return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
 						Code:    jsonrpc.CodeInternalError,
 						Message: fmt.Sprintf("the answer of server %q is larger than %d bytes; start mcp-simple-aggregator with a larger --max-message-size", s.key, a.opts.MaxMessageSize),

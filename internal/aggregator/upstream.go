@@ -21,7 +21,7 @@ func (a *Aggregator) badClientLine(c *stdio.Conn, line []byte, err error) jsonrp
 	switch {
 	case errors.Is(err, stdio.ErrTooLarge):
 		msg = fmt.Sprintf("Invalid Request: message larger than %d bytes (see --max-message-size)", a.opts.MaxMessageSize)
-		if pid, ok := stdio.PeekID(line); ok {
+		if pid, ok := stdio.TooLargeID(err); ok {
 			id, _ = json.Marshal(pid.Raw())
 		}
 	case !json.Valid(line):

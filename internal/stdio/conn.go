@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,8 +43,9 @@ type Options struct {
 	// MaxMessageSize limits one incoming line; 0 means DefaultMaxMessageSize.
 	MaxMessageSize int
 	// BadLine is called, from the reading goroutine, for each incoming line that is not a
-	// JSON-RPC message (err says why) or is larger than MaxMessageSize (err is ErrTooLarge, and
-	// line holds only the beginning of it). When it returns a message, Read returns that in the
+	// JSON-RPC message (err says why) or is larger than MaxMessageSize (err is a
+	// *TooLargeError, which is ErrTooLarge and carries the line's id, and line holds only the
+	// beginning of it). When it returns a message, Read returns that in the
 	// line's place (an error response for a request whose answer was too large, say);
 	// otherwise reading goes on. Nil ignores bad lines.
 	BadLine func(c *Conn, line []byte, err error) jsonrpc.Message
@@ -429,23 +429,6 @@ func (c *Conn) bad(line []byte, err error) jsonrpc.Message {
 	return nil
 }
 
-var idPattern = regexp.MustCompile(`"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")`)
-
-// PeekID finds the request ID in the beginning of a message that could not be decoded, such as
-// one too large to read, so that its request can still be answered or failed.
-func PeekID(head []byte) (jsonrpc.ID, bool) {
-	m := idPattern.FindSubmatch(head)
-	if m == nil {
-		return jsonrpc.ID{}, false
-	}
-	var v any
-	if err := json.Unmarshal(m[1], &v); err != nil {
-		return jsonrpc.ID{}, false
-	}
-	id, err := jsonrpc.MakeID(v)
-	return id, err == nil
-}
-
 // readLine returns the next line without its newline. A line over the limit is consumed up to
 // its end and returned truncated with ErrTooLarge. The returned slice may point into the
 // reader's buffer: it is valid until the next call, unless owned says it was allocated for
@@ -454,7 +437,9 @@ func (c *Conn) readLine() (line []byte, owned bool, err error) {
 	frag, err := c.r.ReadSlice('\n')
 	if err == nil {
 		if len(frag)-1 > c.opts.MaxMessageSize {
-			return frag[:min(len(frag), 256)], false, ErrTooLarge
+			var ids idScanner
+			ids.feed(frag)
+			return frag[:min(len(frag), 256)], false, &TooLargeError{ID: ids.id}
 		}
 		return frag[:len(frag)-1], false, nil
 	}
@@ -481,13 +466,20 @@ func (c *Conn) readLine() (line []byte, owned bool, err error) {
 		if total+len(frag) > c.opts.MaxMessageSize+1 {
 			first := *chunks[0]
 			head := bytes.Clone(first[:min(len(first), 256)])
-			for errors.Is(err, bufio.ErrBufferFull) { // skip the rest of the line
-				_, err = c.r.ReadSlice('\n')
+			// Skip the rest of the line, looking for its id on the way.
+			var ids idScanner
+			for _, ch := range chunks {
+				ids.feed(*ch)
+			}
+			ids.feed(frag)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				frag, err = c.r.ReadSlice('\n')
+				ids.feed(frag)
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
 				return nil, false, err
 			}
-			return head, false, ErrTooLarge
+			return head, false, &TooLargeError{ID: ids.id}
 		}
 		chunks = append(chunks, chunk(frag))
 		total += len(frag)

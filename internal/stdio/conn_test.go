@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
 type badLine struct {
@@ -71,7 +73,7 @@ func TestTooLargeReplaced(t *testing.T) {
 	c := New(in, io.Discard, &Options{
 		MaxMessageSize: 1000,
 		BadLine: func(_ *Conn, line []byte, err error) jsonrpc.Message {
-			id, ok := PeekID(line)
+			id, ok := TooLargeID(err)
 			if !ok {
 				t.Errorf("no id in %q", line)
 			}
@@ -84,19 +86,38 @@ func TestTooLargeReplaced(t *testing.T) {
 	}
 }
 
-func TestPeekID(t *testing.T) {
-	for head, want := range map[string]any{
-		`{"jsonrpc":"2.0","id":12,"result":{"x`:    int64(12),
-		`{"id" : "a\"b","jsonrpc":"2.0","result":`: `a"b`,
-		`{"jsonrpc":"2.0","id":-3,`:                int64(-3),
+// The id of a line too large to keep is found wherever it stands at the top level, never
+// inside the result, however the line is split into pieces.
+func TestTooLargeID(t *testing.T) {
+	filler := `"content":[{"type":"text","text":"{\"id\": 99, \"x\": \"\\\"id\\\":98\"}"},{"id":97,"list":[{"id":96}]}]`
+	for line, want := range map[string]any{
+		`{"jsonrpc":"2.0","id":12,"result":{` + filler + `}}`:          int64(12),
+		`{"result":{` + filler + `},"jsonrpc":"2.0","id":13}`:          int64(13), // the TypeScript SDK's order
+		`{"result":{` + filler + `},"id" : "a\"b,}" ,"jsonrpc":"2.0"}`: `a"b,}`,
+		`{"jsonrpc":"2.0","id":-3,"result":{` + filler + `}}`:          int64(-3),
+		`{"jsonrpc":"2.0","result":{` + filler + `}}`:                  nil,
+		`{"jsonrpc":"2.0","idx":5,"result":{` + filler + `}}`:          nil,
+		`{"jsonrpc":"2.0","id":{"n":1},"result":{}}`:                   nil,
+		`{"jsonrpc":"2.0","id":1,"id":2,"result":{}}`:                  int64(2),
+		`[{"jsonrpc":"2.0","id":1,"result":{}}]`:                       nil,
 	} {
-		id, ok := PeekID([]byte(head))
-		if !ok || id.Raw() != want {
-			t.Errorf("PeekID(%s) = %v, %v; want %v", head, id.Raw(), ok, want)
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("not JSON: %s", line)
 		}
-	}
-	if _, ok := PeekID([]byte(`{"jsonrpc":"2.0","result":{"text":"`)); ok {
-		t.Error("PeekID found an id where there is none")
+		for _, size := range []int{1, 2, 3, 7, len(line)} {
+			var s idScanner
+			for i := 0; i < len(line); i += size {
+				s.feed([]byte(line[i:min(i+size, len(line))]))
+			}
+			id, ok := TooLargeID(&TooLargeError{ID: s.id})
+			if want == nil {
+				if ok {
+					t.Errorf("%s in pieces of %d: found the id %v where there is none at the top", line, size, id.Raw())
+				}
+			} else if !ok || id.Raw() != want {
+				t.Errorf("%s in pieces of %d: id %v, %v; want %v", line, size, id.Raw(), ok, want)
+			}
+		}
 	}
 }
 
@@ -156,4 +177,33 @@ func TestDrainOnEOF(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Read did not return EOF once every request was answered")
 	}
+}
+
+// For any JSON object, however it is split, the scanner finds the top-level "id" that a full
+// parse finds (when it is short enough to be an ID: at most 256 bytes).
+func FuzzTooLargeID(f *testing.F) {
+	f.Add([]byte(`{"result":{"id":1,"s":"\"id\":2"},"id":"x\\\"y"}`), uint8(3))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":12,"result":[{"id":[1]}]}`), uint8(1))
+	f.Add([]byte(`{"id":{"id":1}}`), uint8(2))
+	f.Add([]byte(`{"id":1,"id":{"n":2}}`), uint8(4))
+	f.Fuzz(func(t *testing.T, line []byte, size uint8) {
+		start, end, ok := rawjson.Member(line, "id")
+		if !json.Valid(line) || ok && end-start > maxIDBytes {
+			return
+		}
+		step := int(size%16) + 1
+		var s idScanner
+		for i := 0; i < len(line); i += step {
+			s.feed(line[i:min(i+step, len(line))])
+		}
+		got, gotOK := TooLargeID(&TooLargeError{ID: s.id})
+		var want jsonrpc.ID
+		wantOK := false
+		if ok {
+			want, wantOK = TooLargeID(&TooLargeError{ID: line[start:end]})
+		}
+		if gotOK != wantOK || got != want {
+			t.Fatalf("%s in pieces of %d: the scanner found %v (%q), a full parse %v", line, step, got.Raw(), s.id, want.Raw())
+		}
+	})
 }
