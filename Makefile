@@ -65,4 +65,5 @@ fuzz:
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
 	$(GO) test ./internal/stdio -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
 	$(GO) test ./internal/stdio -run '^$$' -fuzz '^FuzzBatch$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
+	$(GO) test ./internal/stdio -run '^$$' -fuzz '^FuzzTooLargeID$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
 	$(GO) test ./internal/rawjson -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s

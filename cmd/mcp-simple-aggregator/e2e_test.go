@@ -419,11 +419,16 @@ func TestChildEnvironment(t *testing.T) {
 // A message over --max-message-size fails its own request, in either direction, and the
 // session goes on.
 func TestMessageOverLimit(t *testing.T) {
-	agg := startAggregator(t, `{"mcpServers": {"big": {"command": "$FIXTURE"}}}`, "--max-message-size", "1048576")
+	agg := startAggregator(t, `{"mcpServers": {"big": {"command": "$FIXTURE"}, "ts": {"command": "$FIXTURE", "args": ["-id-last"]}}}`, "--max-message-size", "1048576")
 	agg.initialize("test")
 	m := agg.call("tools/call", `{"name":"big:big","arguments":{"bytes":2000000}}`)
 	if !strings.Contains(string(m.Error), `the answer of server \"big\" is larger than 1048576 bytes`) {
 		t.Errorf("too large an answer: %.300s", m.Line)
+	}
+	// A server that writes the id after the result (as the TypeScript SDK does).
+	m = agg.call("tools/call", `{"name":"ts:big","arguments":{"bytes":2000000}}`)
+	if !strings.Contains(string(m.Error), `the answer of server \"ts\" is larger than 1048576 bytes`) {
+		t.Errorf("too large an answer with its id last: %.300s", m.Line)
 	}
 	m = agg.call("tools/call", `{"name":"big:echo","arguments":{"text":"`+strings.Repeat("z", 2000000)+`"}}`)
 	if !strings.Contains(string(m.Error), `"code":-32600`) || !strings.Contains(string(m.Error), "larger than 1048576 bytes") {
