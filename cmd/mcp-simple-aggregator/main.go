@@ -32,7 +32,7 @@ const (
 )
 
 const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
-       mcp-simple-aggregator check --config FILE [--json] [flags]
+       mcp-simple-aggregator check --config FILE [--json] [--cursor-name NAME] [flags]
 
 Starts every MCP server listed in FILE as a child process and serves all of their
 tools to one MCP client over standard input and output, each tool named after its
@@ -82,8 +82,9 @@ type options struct {
 	pingFailures   int
 	maxMessageSize int
 	debug          bool
-	check          bool // the check command
-	json           bool // check: print JSON
+	check          bool   // the check command
+	json           bool   // check: print JSON
+	cursorName     string // check: the aggregator's entry name in Cursor's configuration
 }
 
 func main() {
@@ -152,6 +153,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Version:        buildVersion(),
 		Log:            log,
 		Stderr:         stderr,
+		CursorEntry:    opts.cursorName,
 	}
 	if opts.check {
 		return runCheck(ctx, cfg, aggOpts, opts.json, stdout)
@@ -201,6 +203,8 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 	version := fs.Bool("version", false, "print the version and exit")
 	if check {
 		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")
+		fs.StringVar(&opts.cursorName, "cursor-name", "aggregator",
+			"check: the `NAME` of the aggregator's entry in Cursor's mcp.json, which Cursor counts with every tool name against its 60 characters")
 	}
 	usage := func(w io.Writer) {
 		var b strings.Builder

@@ -48,6 +48,9 @@ type Options struct {
 	Log *slog.Logger
 	// Stderr receives the children's stderr lines, prefixed with their keys.
 	Stderr io.Writer
+	// CursorEntry is the name of the aggregator's entry in Cursor's configuration, for
+	// Check's Cursor column; "" means "aggregator".
+	CursorEntry string
 }
 
 // Aggregator serves the tools of a set of child servers.

@@ -44,14 +44,22 @@ type ToolReport struct {
 	// API reports whether the Anthropic and OpenAI APIs accept the name (Claude Desktop,
 	// claude.ai, ChatGPT, and every client that passes names to them).
 	API bool `json:"anthropicOpenAI"`
-	// Cursor reports whether Cursor keeps the tool (see cursorToolName).
+	// Cursor reports whether Cursor keeps the tool (see cursorKeeps).
 	Cursor bool `json:"cursor"`
 }
 
-// cursorToolName is what Cursor keeps: letters, digits and _, with the server's and the
-// tool's name together at most 60 characters. The aggregator is one server in Cursor's
-// configuration; its entry's name is assumed to be at most 10 characters ("aggregator").
-var cursorToolName = regexp.MustCompile(`^[A-Za-z0-9_]{1,50}$`)
+// cursorChars are the characters Cursor keeps in tool names.
+var cursorChars = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// cursorLimit is Cursor's limit on a server entry's name and a tool's name together.
+const cursorLimit = 60
+
+// cursorKeeps reports whether Cursor keeps the tool name offered by the server entry named
+// entry (the aggregator's, in Cursor's configuration): letters, digits and _, and the two
+// names together at most 60 characters.
+func cursorKeeps(entry, name string) bool {
+	return cursorChars.MatchString(name) && len(entry)+len(name) <= cursorLimit
+}
 
 // Check starts every server of cfg in parallel, exactly as serving does, reports how each one
 // fared and what it offers, and stops them all. Unlike Start it does not stop at the first
@@ -112,16 +120,21 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 	if w := nameWarning(cat, a.opts.Separator); w != "" {
 		rep.Advice = append(rep.Advice, w)
 	}
+	entry := a.opts.CursorEntry
+	if entry == "" {
+		entry = "aggregator"
+	}
 	cursorBad := 0
 	for _, t := range cat.order {
-		if !cursorToolName.MatchString(t.exposed) {
+		if !cursorKeeps(entry, t.exposed) {
 			cursorBad++
 		}
 	}
 	if cursorBad > 0 {
 		rep.Advice = append(rep.Advice, fmt.Sprintf("%d tool names would be dropped by Cursor, which keeps only letters, digits and _, "+
-			"and at most 60 characters for its server entry's name and the tool's together (50 are left here for an entry named \"aggregator\"); "+
-			"to avoid it, use --separator __ and short server keys of letters, digits and _", cursorBad))
+			"and at most %d characters for its server entry's name and the tool's together (%d are left here for an entry named %q; "+
+			"give yours with --cursor-name); to avoid it, use --separator __ and short server keys of letters, digits and _",
+			cursorBad, cursorLimit, max(cursorLimit-len(entry), 0), entry))
 	}
 	for _, t := range cat.order {
 		rep.Tools = append(rep.Tools, ToolReport{
@@ -129,7 +142,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			Server: t.server.key,
 			Tool:   t.original,
 			API:    apiToolName.MatchString(t.exposed),
-			Cursor: cursorToolName.MatchString(t.exposed),
+			Cursor: cursorKeeps(entry, t.exposed),
 		})
 	}
 	return rep
