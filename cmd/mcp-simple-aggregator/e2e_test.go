@@ -233,7 +233,8 @@ func TestChildCrashAtRunTime(t *testing.T) {
 		{"close_stdout", `server "victim" closed its standard output while calling tool "close_stdout"`},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
-			agg := startAggregator(t, `{"mcpServers": {"victim": {"command": "$FIXTURE"}, "survivor": {"command": "$FIXTURE"}}}`)
+			// Restarts off: what a crash does before any restart (restart_linux_test.go has the rest).
+			agg := startAggregator(t, `{"mcpServers": {"victim": {"command": "$FIXTURE"}, "survivor": {"command": "$FIXTURE"}}}`, "--max-restarts", "0")
 			agg.initialize("test")
 			inflight := agg.send("tools/call", `{"name":"victim:sleep","arguments":{"ms":600000}}`)
 
@@ -445,7 +446,7 @@ func TestSDKClient(t *testing.T) {
 	path := writeConfig(t, `{"mcpServers": {"fs": {"command": "$FIXTURE"}, "other": {"command": "$FIXTURE", "args": ["-prefix", "o_"]}}}`)
 	session := connectSDK(t, path, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}, "--separator", "__")
+	}, "--separator", "__", "--max-restarts", "0")
 	ctx := context.Background()
 	res, err := session.ListTools(ctx, nil)
 	if err != nil {

@@ -495,7 +495,7 @@ func TestFaultSoak(t *testing.T) {
 	for _, k := range keys {
 		entries = append(entries, `"`+k+`": `+tagged(tag))
 	}
-	agg := startAggregator(t, `{"mcpServers": {`+strings.Join(entries, ",")+`}}`)
+	agg := startAggregator(t, `{"mcpServers": {`+strings.Join(entries, ",")+`}}`, "--max-restarts", "0")
 	agg.initialize("test")
 	direct := startPeer(t, fixtureBin)
 	direct.initialize("test")

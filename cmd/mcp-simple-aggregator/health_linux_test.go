@@ -13,7 +13,7 @@ func TestUnresponsiveChildIsStopped(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {
 		"deaf": {"command": "$FIXTURE", "args": ["-ignore-pings"]},
 		"ok": {"command": "$FIXTURE"}
-	}}`, "--ping-interval", "100ms", "--ping-failures", "2")
+	}}`, "--ping-interval", "100ms", "--ping-failures", "2", "--max-restarts", "0")
 	agg.initialize("test")
 	pid := agg.call("tools/call", `{"name":"deaf:pid","arguments":{}}`)
 	var p struct {

@@ -296,12 +296,12 @@ func TestProgressOnEveryRequest(t *testing.T) {
 }
 
 // The lists follow the children: a changed prompt or resource list is re-read and the client
-// told; a crash takes the server's prompts and resources away too.
+// told; a crash with restarts off takes the server's prompts and resources away too.
 func TestPromptAndResourceListChanges(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {
 		"alpha": {"command": "$FIXTURE", "args": ["-full", "-scheme", "alpha"]},
 		"beta": {"command": "$FIXTURE", "args": ["-full", "-scheme", "beta"]}
-	}}`)
+	}}`, "--max-restarts", "0")
 	agg.initialize("test")
 	agg.call("tools/call", `{"name":"alpha:grow_prompt","arguments":{}}`)
 	if !agg.note("notifications/prompts/list_changed", 5*time.Second) {

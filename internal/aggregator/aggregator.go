@@ -65,6 +65,12 @@ type Options struct {
 	PingFailures int
 	// ShutdownGrace is how long a child is given at each step of stopping it.
 	ShutdownGrace time.Duration
+	// MaxRestarts is how many restarts in a row a crashed server is given before it stays
+	// down (until a reload); 0 turns restarts off (the command's default is 5).
+	MaxRestarts int
+	// RestartDelay is the wait before the first restart of a crashed server; it doubles with
+	// each try, up to 30 s. 0 means the default, 500 ms.
+	RestartDelay time.Duration
 	// Version is reported to the client and the children.
 	Version string
 	// Log receives the aggregator's own records.
@@ -83,30 +89,18 @@ type Aggregator struct {
 	debug   bool // the log takes debug records: traffic summaries are worth computing
 	stderr  io.Writer
 	cfgPath string
-	// The servers, three ways (guarded by mu): spawned are every process ever started (Close
-	// stops them all); servers are the current server of each key once initialized (up, or
-	// down after a crash, until a reload replaces it), in key order; the catalog's servers are
-	// those whose tools, prompts and resources are served now.
-	cfg       *config.Config
-	spawned   []*server
-	spawnErrs []error // by entry of cfg.Servers: why its process did not start
-	servers   []*server
-	startErr  error // set when no server could start: Serve returns it
-	// reloadMu serialises reloads (and the first start-up); restarting holds, during a
-	// reload, the keys of the servers it restarts, each with a channel closed when it is done.
-	reloadMu   sync.Mutex
-	restarting map[string]chan struct{}
-	// started is set once the servers are initialized (at the client's initialize), with
-	// serverParams, the initialize they were sent (servers started later get the same).
-	started      bool
-	serverParams json.RawMessage
+	// roster is every configured server key, each in one state (roster.go). reloadMu
+	// serialises reloads and the start-up.
+	roster   roster
+	reloadMu sync.Mutex
+	startErr error // set when no server could start: Serve returns it
 	// closing is set, and closingCtx cancelled, when Close begins: a reload under way stops.
 	closing       atomic.Bool
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 
+	// catalog is what the servers offer now: read without a lock, made by publish.
 	catalog atomic.Pointer[catalog]
-	mu      sync.Mutex // serialises catalog changes
 
 	// What the aggregator offers: the union of the servers' capabilities, and of their tasks
 	// capabilities (raw: the SDK's types have none; nil when no server offers tasks).
@@ -118,6 +112,7 @@ type Aggregator struct {
 	inflight *table
 	queue    clientQueue // what waits for the client to be ready
 	notify   *debouncer
+	setup    clientSetup // what the client set up on the servers, for their new processes
 
 	// session is what the client said in initialize, published once it is answered;
 	// initializing is the same while the SDK answers it (read by its middleware only).
@@ -145,8 +140,12 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 			a.log.Debug("not started: "+sk.Reason, "server", sk.Key)
 		}
 	}
-	a.spawnAll(cfg.Servers)
-	if len(cfg.Servers) > 0 && len(a.spawned) == 0 {
+	started := false
+	for _, res := range a.spawnAll(cfg.Servers) {
+		a.enroll(res)
+		started = started || res.err == nil
+	}
+	if len(cfg.Servers) > 0 && !started {
 		return nil, a.noServer(nil)
 	}
 	return a, nil
@@ -157,55 +156,64 @@ type StartupError struct{ msg string }
 
 func (e *StartupError) Error() string { return e.msg }
 
-// noServer is the error of a start-up in which no server started; errs are the handshakes'
-// errors, by server of a.spawned.
-func (a *Aggregator) noServer(errs []error) error {
+// noServer is the error of a start-up in which no server started; failed are the start
+// results that say why (nil: the slots' reasons, before any handshake).
+func (a *Aggregator) noServer(failed []startResult) error {
 	var lines []string
-	for i, sc := range a.cfg.Servers {
-		if err := a.spawnErrs[i]; err != nil {
-			lines = append(lines, startFailure(sc.Key, err, "could not start"))
+	if failed == nil {
+		for _, sl := range a.roster.sorted() {
+			lines = append(lines, startResult{cfg: sl.cfg, err: sl.startErr}.failure("could not start"))
 		}
 	}
-	for i, s := range a.spawned {
-		if errs != nil && errs[i] != nil {
-			lines = append(lines, startFailure(s.key, errs[i], "could not start"))
-		}
+	for _, res := range failed {
+		lines = append(lines, res.failure("could not start"))
 	}
-	slices.Sort(lines)
 	a.Close()
-	return &StartupError{fmt.Sprintf("%s: no server could start:\n%s", a.cfg.File, strings.Join(lines, "\n"))}
+	return &StartupError{fmt.Sprintf("%s: no server could start:\n%s", a.roster.cfg.File, strings.Join(lines, "\n"))}
 }
 
-// spawnAll starts the processes of cfgs; a.spawned are those that run, a.spawnErrs (by entry)
-// the reasons of the others.
-func (a *Aggregator) spawnAll(cfgs []config.Server) {
-	a.spawnErrs = make([]error, len(cfgs))
+// spawnAll starts the processes of cfgs, in their order; their handshakes come later.
+func (a *Aggregator) spawnAll(cfgs []config.Server) []startResult {
+	results := make([]startResult, len(cfgs))
 	for i, sc := range cfgs {
+		began := time.Now()
 		s, err := a.spawn(sc)
-		if err != nil {
-			a.spawnErrs[i] = err
+		results[i] = startResult{cfg: sc, srv: s, err: err, took: time.Since(began)}
+	}
+	return results
+}
+
+// initAll performs the handshakes of the starting slots in parallel with params, each within
+// the start-up timeout, and returns how each went, in key order.
+func (a *Aggregator) initAll(ctx context.Context, params json.RawMessage) []startResult {
+	a.roster.mu.Lock()
+	var results []startResult
+	for _, sl := range a.roster.sorted() {
+		if sl.state == starting {
+			results = append(results, startResult{cfg: sl.cfg, srv: sl.proc})
+		} else if sl.state == down {
+			results = append(results, startResult{cfg: sl.cfg, err: sl.startErr})
+		}
+	}
+	a.roster.mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range results {
+		res := &results[i]
+		if res.srv == nil {
 			continue
 		}
-		a.spawned = append(a.spawned, s)
-	}
-}
-
-// initAll initializes servers in parallel with params, each within the start-up timeout. took
-// is how long each took; errs says why those that failed did (they are stopped).
-func (a *Aggregator) initAll(ctx context.Context, servers []*server, params json.RawMessage) (errs []error, took []time.Duration) {
-	errs, took = make([]error, len(servers)), make([]time.Duration, len(servers))
-	var wg sync.WaitGroup
-	for i, s := range servers {
 		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, a.opts.StartupTimeout)
 			defer cancel()
 			start := time.Now()
-			errs[i] = a.initServer(sctx, s, params)
-			took[i] = time.Since(start)
+			if res.err = a.bringUp(sctx, res.srv, params); res.err != nil {
+				res.srv = nil
+			}
+			res.took += time.Since(start)
 		})
 	}
 	wg.Wait()
-	return errs, took
+	return results
 }
 
 // startup initializes every server that runs with params (the initialize the client's
@@ -216,96 +224,64 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	a.reloadMu.Lock() // a reload before the client came respawned what it changed
 	defer a.reloadMu.Unlock()
 	params := a.serverInit(cs.version, cs.caps, cs.info)
-	errs, _ := a.initAll(ctx, a.spawned, params)
-	// A server may announce a list change while others are still starting: refresh takes
-	// the same lock and leaves the first catalog to this function.
-	a.mu.Lock()
-	for i, s := range a.spawned {
-		if errs[i] == nil {
-			a.servers = append(a.servers, s)
+	r := &a.roster
+	r.mu.Lock()
+	r.started, r.params = true, params
+	cfg := r.cfg
+	r.mu.Unlock()
+	results := a.initAll(ctx, params)
+	var failed []startResult
+	for _, res := range results {
+		if res.err != nil {
+			failed = append(failed, res)
 		}
 	}
-	if len(a.cfg.Servers) > 0 && len(a.servers) == 0 {
-		a.mu.Unlock()
-		return "", a.noServer(errs)
+	if len(cfg.Servers) > 0 && len(failed) == len(results) {
+		return "", a.noServer(failed)
 	}
-	cat, err := buildCatalog(a.servers, a.opts.Separator)
-	if err != nil {
-		a.mu.Unlock()
+	// A server may announce a list change, or crash, while others are still starting: they
+	// leave the first catalog to this function (a.catalog is nil until then).
+	r.mu.Lock()
+	if err := a.publish(); err != nil {
+		r.mu.Unlock()
 		a.Close()
-		return "", &StartupError{fmt.Sprintf("%s: %v", a.cfg.File, err)}
+		return "", &StartupError{fmt.Sprintf("%s: %v", cfg.File, err)}
 	}
-	a.catalog.Store(cat)
-	a.tasksCaps = unionTasks(a.servers)
-	a.caps = unionCapabilities(a.servers, a.tasksCaps)
-	a.started, a.serverParams = true, params
-	instructions = combineInstructions(a.servers, a.opts.Separator, instructionLimit(cs.name))
-	unmatched := map[*server][]config.Problem{}
-	names := map[*server][numKinds]int{}
-	for _, s := range a.servers {
-		unmatched[s] = s.filter.Unmatched(toolNames(s))
-		for k := range numKinds {
-			n := names[s]
-			n[k] = len(s.lists[k])
-			names[s] = n
-		}
-	}
-	// Published before reloadMu is released: a reload waiting for it sees the session, and
-	// initializes the servers it starts with the same params.
+	cat := a.catalog.Load()
+	a.tasksCaps = unionTasks(cat.servers)
+	a.caps = unionCapabilities(cat.servers, a.tasksCaps)
+	instructions = combineInstructions(cat.servers, a.opts.Separator, instructionLimit(cs.name))
+	// Published before reloadMu is released: a reload waiting for it sees the session.
 	a.session.Store(cs)
-	a.mu.Unlock()
-	var failures []string
-	for i, sc := range a.cfg.Servers {
-		if err := a.spawnErrs[i]; err != nil {
-			failures = append(failures, startFailure(sc.Key, err, "could not start and stays down (the other servers are served)"))
-		}
+	r.mu.Unlock()
+	for _, res := range failed {
+		a.report("error", cfg.File+": "+res.failure("could not start and stays down (the other servers are served)"))
 	}
-	for i, s := range a.spawned {
-		if errs[i] != nil {
-			failures = append(failures, startFailure(s.key, errs[i], "could not start and stays down (the other servers are served)"))
-		}
-	}
-	slices.Sort(failures)
-	for _, f := range failures {
-		msg := a.cfg.File + ": " + f
-		a.log.Error(msg)
-		a.toClient(logNotification("error", msg))
-	}
-	if len(a.cfg.Servers) == 0 {
-		a.log.Warn(fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none); serving an empty list", a.cfg.File))
+	if len(cfg.Servers) == 0 {
+		a.log.Warn(fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none); serving an empty list", cfg.File))
 	}
 	if warning := nameWarning(cat, a.opts.Separator); warning != "" {
 		a.log.Warn(warning)
 	}
-	for _, w := range cat.warnings {
-		a.log.Warn(w)
-	}
 	for _, s := range cat.servers {
-		for _, p := range unmatched[s] {
-			a.log.Warn(config.Warning{File: a.cfg.File, Problem: p}.String())
-		}
-		n := names[s]
-		s.log.Debug("ready", "tools", n[kindTools], "prompts", n[kindPrompts], "resources", n[kindResources], "templates", n[kindTemplates])
-		go a.watch(s)
-		if a.opts.PingInterval > 0 {
-			go a.pingLoop(s)
-		}
+		a.ready(s, cfg.File)
 	}
 	return instructions, nil
+}
+
+// ready says on the log what a server serves once it started, and which of its filter
+// patterns match none of its tools.
+func (a *Aggregator) ready(s *server, file string) {
+	for _, p := range s.filter.Unmatched(toolNames(s)) {
+		a.log.Warn(config.Warning{File: file, Problem: p}.String())
+	}
+	s.log.Debug("ready", "pid", s.proc.PID(), "tools", len(s.lists[kindTools]), "prompts", len(s.lists[kindPrompts]),
+		"resources", len(s.lists[kindResources]), "templates", len(s.lists[kindTemplates]))
 }
 
 // loopMessage starts the error of an aggregator that finds itself in a configuration loop;
 // the one above it recognizes it in its server's stderr.
 const loopMessage = "configuration loop: this file is already served by an mcp-simple-aggregator above this one"
-
-// startFailure says that the server key could not start (what, such as "could not start"), and
-// why: what happened to it, or that it is a configuration loop.
-func startFailure(key string, err error, what string) string {
-	if strings.Contains(err.Error(), loopMessage) {
-		return fmt.Sprintf("server %q %s: it is a configuration loop: it starts mcp-simple-aggregator on this same configuration file again; remove it from the file, or give it another configuration file: %v", key, what, err)
-	}
-	return fmt.Sprintf("server %q %s: %v", key, what, err)
-}
 
 // toolNames are the names of the tools s lists.
 func toolNames(s *server) []string {
@@ -342,8 +318,12 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 	if opts.Stderr == nil {
 		opts.Stderr = io.Discard
 	}
-	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File), cfg: cfg,
+	if opts.RestartDelay <= 0 {
+		opts.RestartDelay = 500 * time.Millisecond
+	}
+	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
 		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable()}
+	a.roster = roster{cfg: cfg, slots: map[string]*slot{}}
 	a.closingCtx, a.cancelClosing = context.WithCancel(context.Background())
 	if err := a.checkLoop(); err != nil {
 		return nil, err
@@ -461,66 +441,30 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 // Close stops every server; it returns when all of them have exited.
 func (a *Aggregator) Close() {
 	a.closeOnce.Do(func() {
-		var wg sync.WaitGroup
-		a.mu.Lock()
-		a.closing.Store(true) // under a.mu: a reload publishes a new server, or stops it itself
-		spawned := slices.Clone(a.spawned)
-		a.mu.Unlock()
+		r := &a.roster
+		r.mu.Lock()
+		a.closing.Store(true)
+		r.closed = true // under roster.mu: nothing starts from now on
+		var procs []*server
+		for _, sl := range r.slots {
+			a.stopTimer(sl)
+			sl.release()
+			if sl.proc != nil {
+				procs = append(procs, sl.proc)
+			}
+		}
+		r.mu.Unlock()
 		a.cancelClosing()
-		for _, s := range spawned {
-			s.markDown("was stopped")
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.stop(a.opts.ShutdownGrace)
-			}()
+		var wg sync.WaitGroup
+		for _, s := range procs {
+			wg.Go(func() {
+				a.retire(s, "was stopped", "")
+				<-s.stopped
+			})
 		}
 		wg.Wait()
 		a.notify.stop()
 	})
-}
-
-// serverDown takes a server that stopped serving out of the catalog: its tools, prompts and
-// resources leave the lists, the client is told, what it had in flight ends (its answers fail,
-// its requests to the client are cancelled there), and the process group is ended. Failed
-// servers stay down.
-func (a *Aggregator) serverDown(s *server, why string) {
-	if !s.markDown(why) {
-		return
-	}
-	a.endCalls(s, func(c *call) json.RawMessage { return serverGone(c, s.key, why) }, fmt.Sprintf("server %q %s", s.key, why))
-	a.log.Error(fmt.Sprintf("server %q %s; its tools, prompts and resources are no longer available%s", s.key, why, tailText(s.proc.Tail())))
-	go s.stop(a.opts.ShutdownGrace)
-	if s.draining.Load() {
-		return // a reload stops it anyway, and builds the catalog without it
-	}
-	a.mu.Lock()
-	if cat := a.catalog.Load(); cat != nil {
-		a.storeCatalog(cat.without(s))
-	}
-	a.mu.Unlock()
-}
-
-// endCalls ends what s, which went down, had in flight: its calls fail with the error errFor
-// gives, and its requests that reached the client are cancelled there for reason.
-func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, reason string) {
-	for _, c := range a.inflight.sweep(s) {
-		if c.to == s {
-			a.failWith(c, errFor(c))
-		} else if c.delivered {
-			a.toClient(cancelled(c.toID, reason))
-		}
-	}
-}
-
-func (a *Aggregator) liveServers() []*server {
-	var live []*server
-	for _, s := range a.servers {
-		if !s.isDown() {
-			live = append(live, s)
-		}
-	}
-	return live
 }
 
 // unionCapabilities is what the aggregator offers, encoded for its answer to initialize. A

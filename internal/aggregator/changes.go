@@ -10,12 +10,11 @@ import (
 // A server that announces a list change (notifications/tools/list_changed, ...) has that list
 // re-read; the client is told, once per burst of changes, about each list that changed.
 
-// refresh re-reads lists of a server after it announced a change, and tells the client what
-// changed.
+// refresh re-reads lists of a server after it announced a change, and publishes them.
 func (a *Aggregator) refresh(s *server, ks ...kind) {
 	select {
 	case <-s.listed: // a change announced during its start is read after the first lists
-	case <-s.down:
+	case <-s.retired:
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StartupTimeout)
@@ -25,10 +24,10 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 		s.log.Warn("re-reading a list after a change failed; keeping the previous list", "request", stage, "error", err)
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.roster.mu.Lock()
+	defer a.roster.mu.Unlock()
 	select {
-	case <-s.down:
+	case <-s.retired:
 		return
 	default:
 	}
@@ -36,32 +35,12 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	for _, k := range ks {
 		s.lists[k] = lists[k]
 	}
-	if a.catalog.Load() == nil || a.restarting != nil {
-		return // start-up, or the reload under way, builds the catalog with these lists
+	if a.catalog.Load() == nil {
+		return // the start-up builds the first catalog with these lists
 	}
-	cat, cerr := buildCatalog(a.liveServers(), a.opts.Separator)
-	if cerr != nil {
+	if err := a.publish(); err != nil {
 		s.lists = old
-		s.log.Error("the new list cannot be served; keeping the previous list", "error", cerr)
-		return
-	}
-	a.storeCatalog(cat)
-}
-
-// storeCatalog makes cat the current catalog and tells the client which lists changed.
-// Callers hold a.mu.
-func (a *Aggregator) storeCatalog(cat *catalog) {
-	old := a.catalog.Load()
-	a.catalog.Store(cat)
-	for _, w := range cat.warnings {
-		if !slices.Contains(old.warnings, w) {
-			a.log.Warn(w)
-		}
-	}
-	for k := range numKinds {
-		if string(old.lists[k]) != string(cat.lists[k]) {
-			a.notify.trigger(kinds[k].changed)
-		}
+		s.log.Error("the new list cannot be served; keeping the previous list", "error", err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 )
@@ -89,33 +88,25 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		rep.Problems = append(rep.Problems, err.Error())
 		return rep
 	}
-	a.spawnAll(cfg.Servers)
-	initErrs, initTook := a.initAll(ctx, a.spawned, a.defaultInit())
-	defer a.Close()
-	// By entry of cfg.Servers: the server, or why it could not start.
-	servers := make([]*server, len(cfg.Servers))
-	errs := slices.Clone(a.spawnErrs)
-	took := make([]time.Duration, len(cfg.Servers))
-	next := 0
-	for i := range cfg.Servers {
-		if errs[i] != nil {
-			continue
-		}
-		s := a.spawned[next]
-		errs[i], took[i] = initErrs[next], initTook[next]
-		if errs[i] == nil {
-			servers[i] = s
-			a.servers = append(a.servers, s)
-		}
-		next++
+	for _, res := range a.spawnAll(cfg.Servers) {
+		a.enroll(res)
 	}
+	defer a.Close()
+	// By key, as the configuration's entries are sorted.
+	results := map[string]startResult{}
+	for _, res := range a.initAll(ctx, a.defaultInit()) {
+		results[res.cfg.Key] = res
+	}
+	var servers []*server
 	rep.OK = len(cfg.Servers) > 0
 	if !rep.OK {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none)", cfg.File))
 	}
-	for i, sc := range cfg.Servers {
-		r := ServerReport{Key: sc.Key, Command: sc.Command, Status: "ok", OK: true, StartupMS: took[i].Milliseconds()}
-		if s := servers[i]; s != nil {
+	for _, sc := range cfg.Servers {
+		res := results[sc.Key]
+		r := ServerReport{Key: sc.Key, Command: sc.Command, Status: "ok", OK: true, StartupMS: res.took.Milliseconds()}
+		if s := res.srv; s != nil {
+			servers = append(servers, s)
 			names := toolNames(s)
 			for _, n := range names {
 				if _, hidden := s.filter.Hidden(n); hidden {
@@ -129,7 +120,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			r.Prompts, r.Resources, r.Protocol = len(s.lists[kindPrompts]), len(s.lists[kindResources]), s.protocol
 			r.InstructionsChars = length(strings.TrimSpace(s.instructions))
 		} else {
-			r.Status, r.OK, r.Error = "failed", false, startFailure(sc.Key, errs[i], "could not start")
+			r.Status, r.OK, r.Error = "failed", false, res.failure("could not start")
 			rep.OK = false
 		}
 		rep.Servers = append(rep.Servers, r)
@@ -142,14 +133,14 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		rep.Servers = append(rep.Servers, ServerReport{Key: sk.Key, Status: status, Reason: sk.Reason})
 	}
 	slices.SortStableFunc(rep.Servers, func(x, y ServerReport) int { return strings.Compare(x.Key, y.Key) })
-	cat, err := buildCatalog(a.servers, a.opts.Separator)
+	cat, err := buildCatalog(servers, a.opts.Separator)
 	if err != nil {
 		rep.OK = false
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", cfg.File, err))
 		return rep
 	}
-	rep.Instructions = combineInstructions(a.servers, a.opts.Separator, 0)
-	rep.InstructionsClaudeCode = combineInstructions(a.servers, a.opts.Separator, instructionLimits["claude-code"])
+	rep.Instructions = combineInstructions(servers, a.opts.Separator, 0)
+	rep.InstructionsClaudeCode = combineInstructions(servers, a.opts.Separator, instructionLimits["claude-code"])
 	rep.Advice = append(rep.Advice, cat.warnings...)
 	if w := nameWarning(cat, a.opts.Separator); w != "" {
 		rep.Advice = append(rep.Advice, w)

@@ -338,7 +338,7 @@ func (a *Aggregator) clientProgress(m *jsonrpc.Request) bool {
 
 // broadcast sends the client's notification to every server that is up.
 func (a *Aggregator) broadcast(m *jsonrpc.Request) bool {
-	for _, s := range a.catalog.Load().servers {
+	for _, s := range a.servingServers() {
 		s.conn.Send(nil, notification(m.Method, m.Params)...)
 	}
 	return true

@@ -130,9 +130,10 @@ func resourceNotFound(uri, why string) json.RawMessage {
 	return rpcError(codeResourceNotFound, data, "Resource not found: %s: %s", uri, why)
 }
 
-// serverGone is the answer to a request whose server went down or cannot be written to.
-func serverGone(c *call, key, why string) json.RawMessage {
-	return rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: server %q %s while %s; its tools, prompts and resources are no longer available", key, why, c.what())
+// serverGone is the answer to a request whose server went down or cannot be written to; then
+// says what follows for the server ("; it is restarted in 1s").
+func serverGone(c *call, key, why, then string) json.RawMessage {
+	return rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: server %q %s while %s%s", key, why, c.what(), then)
 }
 
 // encodeError encodes a peer's error object as it was received (code, message and data).

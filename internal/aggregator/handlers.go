@@ -118,6 +118,9 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 		a.answerClient(req.ID, nil, resourceNotFound(uri, why))
 		return
 	}
+	if req.Method != "resources/read" {
+		a.setup.subscribed(req.Method, uri, s.key) // subscribed again on its new processes
+	}
 	a.forward(req, &call{to: s, doing: req.Method + " of %q", subject: uri, label: "uri", value: uri}, token, req.Params)
 }
 
@@ -216,30 +219,25 @@ func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params
 			c.args = e - s
 		}
 	}
-	if a.sendToServer(c, token, params...) {
-		// A reload stops this server: for a restart the call waits for the new process; a
-		// removed server is gone.
-		if !a.waitForRestart(req, c.to) {
-			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil,
-				"Server unavailable: server %q was removed from the configuration", c.to.key))
-		}
+	if a.sendToServer(c, token, params...) != addOK {
+		// Its process takes no calls (a reload drains it, or it went down): to the key's new
+		// process, now or once it serves, or answered why not.
+		a.hold(req, c.to)
 	}
 }
 
 // sendToServer records c in the table and writes it to c.to, with params in parts. A server
-// that is down, or that cannot be written to, fails c at once. It reports true, sending
-// nothing, for a request of the client to a server that a reload is stopping (the caller
-// decides).
-func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) (draining bool) {
+// that cannot be written to fails c at once. When c.to does not take c (see table.add), nothing
+// is sent: the aggregator's own call fails at once, the client's is the caller's to deal with
+// (hold).
+func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addResult {
 	s := c.to
 	newToken, res := a.inflight.add(c, token)
-	switch res {
-	case addDraining:
-		return true
-	case addRefused:
-		// Gone between the catalog snapshot and now.
-		a.fail(c, s.why)
-		return false
+	if res != addOK {
+		if c.own() {
+			a.fail(c, "is not serving")
+		}
+		return res
 	}
 	if newToken != nil {
 		params = [][]byte{withToken(slices.Concat(params...), newToken)}
@@ -250,11 +248,11 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) (drai
 			a.fail(c, "cannot be written to ("+err.Error()+")")
 		}
 	}, request(c.toID, c.method, params...)...)
-	return false
+	return addOK
 }
 
 // fail answers c, a request to a server, with the error that its server is gone.
-func (a *Aggregator) fail(c *call, why string) { a.failWith(c, serverGone(c, c.to.key, why)) }
+func (a *Aggregator) fail(c *call, why string) { a.failWith(c, serverGone(c, c.to.key, why, "")) }
 
 // failWith answers c, a request to a server, with the error errObj.
 func (a *Aggregator) failWith(c *call, errObj json.RawMessage) {
@@ -331,8 +329,9 @@ func (a *Aggregator) fanOut(targets []*server, method, doing, subject string, pa
 // setLevel passes logging/setLevel to every server that offers logging and answers once all
 // of them have: with the empty result when any accepted it, else with the first error.
 func (a *Aggregator) setLevel(req *jsonrpc.Request) {
+	a.setup.leveled(req.Params) // set again on the servers' new processes
 	var targets []*server
-	for _, s := range a.catalog.Load().servers {
+	for _, s := range a.servingServers() {
 		if s.offers("logging") {
 			targets = append(targets, s)
 		}
@@ -362,7 +361,7 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 func (a *Aggregator) listTasks(req *jsonrpc.Request) {
 	var targets []*server
 	if a.tasksCaps != nil {
-		for _, s := range a.catalog.Load().servers {
+		for _, s := range a.servingServers() {
 			if rawjson.Has(s.tasks, "list") {
 				targets = append(targets, s)
 			}

@@ -171,14 +171,17 @@ func TestReloadKeepsCallsInFlight(t *testing.T) {
 
 // draining reports whether the server key is being stopped by a reload.
 func (a *Aggregator) draining(key string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, s := range a.servers {
-		if s.key == key && s.draining.Load() {
-			return true
-		}
+	return a.stateOf(key) == draining
+}
+
+// stateOf is the state of the server key in the roster (down when it has none).
+func (a *Aggregator) stateOf(key string) state {
+	a.roster.mu.Lock()
+	defer a.roster.mu.Unlock()
+	if sl := a.roster.slots[key]; sl != nil {
+		return sl.state
 	}
-	return false
+	return down
 }
 
 // A file that cannot be used changes nothing; the client and the log are told.
@@ -201,7 +204,7 @@ func TestReloadInvalidChangesNothing(t *testing.T) {
 // A server that crashed comes back with a reload of the same file; a change of filters only
 // updates the list, with the same process.
 func TestReloadBringsBackAndRefilters(t *testing.T) {
-	c, path := serveFile(t, `{"mcpServers": {"a": {"command": "$FIXTURE"}, "b": {"command": "$FIXTURE"}}}`)
+	c, path := serveFileOpts(t, `{"mcpServers": {"a": {"command": "$FIXTURE"}, "b": {"command": "$FIXTURE"}}}`, Options{MaxRestarts: 0})
 	c.initialize(`{}`)
 	wantError(t, c.call("tools/call", `{"name":"a:crash"}`), -32603, `server "a"`)
 	c.note("notifications/tools/list_changed")
@@ -312,6 +315,6 @@ func TestReloadRestartFails(t *testing.T) {
 	if m := c.wait(slow, "the call in flight"); m.Error != nil {
 		t.Errorf("the call in flight: %s", m.Line)
 	}
-	wantError(t, c.wait(held, "the held call"), -32603, `server "a" was restarted after a change of the configuration, and did not come back`)
+	wantError(t, c.wait(held, "the held call"), -32603, `server "a" was restarted and did not come back (it failed to start`)
 	<-done
 }

@@ -33,18 +33,17 @@ const defaultClientCapabilities = `{"roots":{"listChanged":true},"sampling":{},"
 // maxBadLineWarnings is how many non-JSON-RPC lines of a server are reported.
 const maxBadLineWarnings = 5
 
-// server is one configured server: its process, its connection, and what it said in its
-// handshake.
+// server is one process of a configured server: the process, its connection, and what it said
+// in its handshake. Its key's life (starting, serving, restarting...) is the roster's
+// (roster.go); a process is started once and retired once.
 type server struct {
 	key     string
 	command string
 	cfg     config.Server // the entry it was started from
-	filter  config.Filter // which of its tools are served; guarded by Aggregator.mu
-	// draining is set when a reload is about to stop it: it gets no new calls.
-	draining atomic.Bool
-	proc     *child.Process
-	conn     *stdio.Conn
-	log      *slog.Logger
+	filter  config.Filter // which of its tools are served; guarded by roster.mu
+	proc    *child.Process
+	conn    *stdio.Conn
+	log     *slog.Logger
 
 	// From its answer to initialize, set before the server is used.
 	protocol     string
@@ -54,7 +53,7 @@ type server struct {
 	instructions string
 
 	// lists are the server's tools, prompts, resources and resource templates as it sent
-	// them, in its order. Guarded by Aggregator.mu.
+	// them, in its order. Guarded by roster.mu.
 	lists [numKinds][]json.RawMessage
 	// listed is closed once the first lists are read: a list change announced before waits
 	// for it.
@@ -63,29 +62,16 @@ type server struct {
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
 
-	downOnce sync.Once
-	down     chan struct{} // closed when the server has stopped serving
-	why      string        // how it stopped, once down is closed
-}
+	// Guarded by the in-flight table's lock (table.go): what it takes, how many calls it has
+	// in flight (to it, and its requests to the client), and the signal of a drain waiting for
+	// none.
+	gate     gate
+	inFlight int
+	idle     chan struct{}
 
-func (s *server) isDown() bool {
-	select {
-	case <-s.down:
-		return true
-	default:
-		return false
-	}
-}
-
-// markDown records why s stopped serving; it reports whether s was up until now.
-func (s *server) markDown(why string) bool {
-	first := false
-	s.downOnce.Do(func() {
-		s.why = why
-		close(s.down)
-		first = true
-	})
-	return first
+	retireOnce sync.Once
+	retired    chan struct{} // closed when the roster no longer uses it (retire)
+	stopped    chan struct{} // closed once it is stopped
 }
 
 // offers reports whether the server declared the capability name.
@@ -109,8 +95,8 @@ func (s *server) offersList(k kind) bool {
 // spawn starts the process of cfg and reads what it writes; its handshake comes later (see
 // initServer), once there is a client to tell it of.
 func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
-	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, down: make(chan struct{}), listed: make(chan struct{}),
-		readDone: make(chan struct{}), log: a.log.With("server", cfg.Key)}
+	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, listed: make(chan struct{}),
+		readDone: make(chan struct{}), retired: make(chan struct{}), stopped: make(chan struct{}), log: a.log.With("server", cfg.Key)}
 	proc, err := child.Start(child.Spec{
 		Key:     cfg.Key,
 		Command: cfg.Command,
@@ -126,20 +112,6 @@ func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	go a.readServer(s)
 	return s, nil
-}
-
-// initServer performs the handshake with s, sending params as its initialize, and reads its
-// lists; on failure it returns an error that says what happened to s, and stops it.
-func (a *Aggregator) initServer(ctx context.Context, s *server, params json.RawMessage) error {
-	if stage, err := a.handshake(ctx, s, params); err != nil {
-		err = s.describe(stage, err) // before stopping it, which would change the story
-		s.markDown("failed to start")
-		a.endCalls(s, func(c *call) json.RawMessage { return serverGone(c, s.key, "failed to start") }, fmt.Sprintf("server %q failed to start", s.key))
-		s.stop(0)
-		return err
-	}
-	close(s.listed)
-	return nil
 }
 
 // routedCapabilities are the client's capabilities that the servers are told of, as the
@@ -220,9 +192,9 @@ func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMe
 	if err != nil {
 		return stage, err
 	}
-	a.mu.Lock()
+	a.roster.mu.Lock()
 	s.lists = lists
-	a.mu.Unlock()
+	a.roster.mu.Unlock()
 	return "", nil
 }
 
@@ -364,25 +336,25 @@ func tailText(lines []string) string {
 	return "; its last stderr lines:\n    " + strings.Join(lines, "\n    ")
 }
 
-// watch waits until the server exits or closes its stdout, then takes it down.
+// watch waits until the server exits or closes its stdout, then reports it crashed.
 func (a *Aggregator) watch(s *server) {
 	select {
 	case <-s.proc.Exited():
-		a.serverDown(s, s.proc.ExitDescription())
+		a.crashed(s, s.proc.ExitDescription())
 	case <-s.readDone:
 		select {
 		case <-s.proc.Exited():
-			a.serverDown(s, s.proc.ExitDescription())
+			a.crashed(s, s.proc.ExitDescription())
 		case <-time.After(100 * time.Millisecond):
-			a.serverDown(s, "closed its standard output")
+			a.crashed(s, "closed its standard output")
 		}
-	case <-s.down:
+	case <-s.retired:
 	}
 }
 
-// pingLoop pings s every PingInterval; when PingFailures pings in a row go unanswered (each
-// is given the interval), s counts as crashed: it is stopped, its tools, prompts and
-// resources leave the catalog, the client is told, and it stays down.
+// pingLoop is the health probe: it pings s every PingInterval; when PingFailures pings in a row
+// go unanswered (each is given the interval), s counts as crashed: it is stopped, and
+// restarted (crashed).
 func (a *Aggregator) pingLoop(s *server) {
 	interval := a.opts.PingInterval
 	ticker := time.NewTicker(interval)
@@ -390,7 +362,7 @@ func (a *Aggregator) pingLoop(s *server) {
 	failures := 0
 	for {
 		select {
-		case <-s.down:
+		case <-s.retired:
 			return
 		case <-ticker.C:
 		}
@@ -404,7 +376,7 @@ func (a *Aggregator) pingLoop(s *server) {
 		failures++
 		s.log.Debug("ping failed", "failures", failures, "error", err)
 		if failures >= a.opts.PingFailures {
-			a.serverDown(s, fmt.Sprintf("did not answer %d pings in a row (--ping-interval %v, --ping-failures %d) and was stopped",
+			a.crashed(s, fmt.Sprintf("did not answer %d pings in a row (--ping-interval %v, --ping-failures %d)",
 				failures, interval, a.opts.PingFailures))
 			return
 		}
@@ -416,6 +388,11 @@ func (s *server) stop(grace time.Duration) {
 	s.proc.Stop(grace)
 	s.conn.Close()
 	<-s.readDone
+	select {
+	case <-s.stopped:
+	default:
+		close(s.stopped)
+	}
 }
 
 // startHint adds what to do to an error from starting a program.

@@ -20,6 +20,7 @@ import (
 //	a cancellation from the sender  byFrom:  (sender, the sender's ID)
 //	progress from the receiver      byToken: (receiver, the token the receiver was given)
 //	a server going down             sweep:   every call it sends or receives, and its tasks
+//	a server drained by a reload    drain:   a signal once it has nothing in flight
 //
 // Progress tokens are symmetric: a request's token passes to the receiver unchanged unless
 // another request in flight to the same receiver already uses it; then the receiver gets a
@@ -92,6 +93,17 @@ type table struct {
 	tasks   map[string]*server // the server that owns each task, by task ID
 }
 
+// gate is what a server process takes, decided under the table's lock (server.gate): the
+// roster's transitions set it (roster.go), add reads it, so that a call is either in the table
+// when the gate closes, and ends with the process, or refused, never lost between.
+type gate int
+
+const (
+	gateOpen     gate = iota
+	gateDraining      // a reload stops it: the client's calls are refused (addDraining)
+	gateClosed        // it went down: everything is refused (addRefused)
+)
+
 func newTable() *table {
 	return &table{byTo: map[string]*call{}, byFrom: map[fromKey]*call{}, byToken: map[tokenKey]*call{}, tasks: map[string]*server{}}
 }
@@ -116,15 +128,20 @@ const (
 func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c.to != nil && c.from == nil && !c.own() && c.to.draining.Load() {
-		return nil, addDraining // also once it is down: its calls wait for its successor
-	}
-	if c.to != nil && c.to.isDown() || c.from != nil && c.from.isDown() {
+	if c.to != nil && c.to.gate == gateClosed || c.from != nil && c.from.gate == gateClosed {
 		return nil, addRefused
+	}
+	if c.to != nil && c.from == nil && !c.own() && c.to.gate == gateDraining {
+		return nil, addDraining
 	}
 	t.seq++
 	c.toID = idPrefix + strconv.FormatUint(t.seq, 10)
 	t.byTo[c.toID] = c
+	for _, s := range [2]*server{c.to, c.from} {
+		if s != nil {
+			s.inFlight++
+		}
+	}
 	if !c.own() {
 		t.byFrom[fromKey{c.from, c.fromID}] = c
 	}
@@ -150,6 +167,15 @@ func (t *table) removeLocked(c *call) {
 	}
 	if c.token != "" && t.byToken[tokenKey{c.to, c.token}] == c {
 		delete(t.byToken, tokenKey{c.to, c.token})
+	}
+	for _, s := range [2]*server{c.to, c.from} {
+		if s == nil {
+			continue
+		}
+		if s.inFlight--; s.inFlight == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
 	}
 }
 
@@ -213,11 +239,12 @@ func (t *table) deliver(c *call) bool {
 	return true
 }
 
-// sweep removes and returns every call that s sends or receives, and forgets its tasks: s went
-// down (the caller marked it down first).
+// sweep closes the gate of s, which went down, and removes and returns every call it sends or
+// receives; its tasks are forgotten. Nothing can be added for s afterwards.
 func (t *table) sweep(s *server) []*call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	s.gate = gateClosed
 	var gone []*call
 	for _, c := range t.byTo {
 		if c.to == s || c.from == s && !c.own() {
@@ -235,16 +262,23 @@ func (t *table) sweep(s *server) []*call {
 	return gone
 }
 
-// busy reports whether s has calls in flight: calls to it, or its requests to the client.
-func (t *table) busy(s *server) bool {
+// drain stops the client's calls to s (a reload stops it) and returns a channel closed once s
+// has nothing in flight: no call to it, no request of its to the client.
+func (t *table) drain(s *server) <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, c := range t.byTo {
-		if c.to == s || c.from == s && !c.own() {
-			return true
-		}
+	if s.gate == gateOpen {
+		s.gate = gateDraining
 	}
-	return false
+	if s.inFlight == 0 {
+		idle := make(chan struct{})
+		close(idle)
+		return idle
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	return s.idle
 }
 
 // setTask notes that s owns the task id.
@@ -254,7 +288,7 @@ func (t *table) setTask(id string, s *server) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !s.isDown() {
+	if s.gate != gateClosed {
 		t.tasks[id] = s
 	}
 }

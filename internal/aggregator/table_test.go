@@ -18,7 +18,7 @@ func (t *table) inFlight() int {
 }
 
 func testServer(key string) *server {
-	return &server{key: key, down: make(chan struct{})}
+	return &server{key: key}
 }
 
 func id(v any) jsonrpc.ID {
@@ -116,7 +116,6 @@ func TestTableSweep(t *testing.T) {
 	}
 	tb.setTask("task-a", a)
 	tb.setTask("task-b", b)
-	a.markDown("crashed")
 	gone := tb.sweep(a)
 	if len(gone) != 3 || tb.inFlight() != 1 {
 		t.Errorf("the sweep took %d calls and left %d; want 3 and 1", len(gone), tb.inFlight())
@@ -131,13 +130,26 @@ func TestTableSweep(t *testing.T) {
 		t.Errorf("a request of a server that is down was added")
 	}
 	// A server that a reload stops takes none of the client's calls (its own calls, a ping
-	// say, still go), and busy counts what it has.
-	b.draining.Store(true)
+	// say, still go), and its drain is signalled once it has nothing in flight.
+	idle := tb.drain(b)
 	if _, res := tb.add(&call{fromID: id(float64(10)), to: b}, nil); res != addDraining {
 		t.Errorf("a call of the client was added to a draining server")
 	}
-	if _, res := tb.add(&call{to: b, done: func(_, _ json.RawMessage) {}}, nil); res != addOK || !tb.busy(b) {
-		t.Errorf("an own call to a draining server: %v, busy %v", res, tb.busy(b))
+	ping := &call{to: b, done: func(_, _ json.RawMessage) {}}
+	if _, res := tb.add(ping, nil); res != addOK {
+		t.Errorf("an own call to a draining server: %v", res)
+	}
+	select {
+	case <-idle:
+		t.Errorf("the drain of b was signalled with calls in flight")
+	default:
+	}
+	tb.take(toB)
+	tb.answered(b, ping.toID)
+	select {
+	case <-idle:
+	default:
+		t.Errorf("the drain of b was not signalled once it had nothing in flight")
 	}
 	tb.setTask("late", a)
 	if tb.task("late") != nil {
@@ -171,7 +183,6 @@ func TestTableConcurrent(t *testing.T) {
 		})
 	}
 	wg.Go(func() {
-		servers[2].markDown("test")
 		tb.sweep(servers[2])
 	})
 	wg.Wait()

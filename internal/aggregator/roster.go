@@ -1,0 +1,409 @@
+package aggregator
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+)
+
+// The roster is the one table of the configured servers, by key, each in one state:
+//
+//	starting   its process runs and its handshake is under way (or, before the client's
+//	           initialize, waits for it)
+//	serving    it answers calls
+//	draining   a reload stops it, for good (removing) or to start it again: it takes none of the
+//	           client's new calls, and what it has in flight may end
+//	waiting    it crashed, and is started again at retryAt
+//	down       not running, and not coming back before a reload: it failed to start, its
+//	           restarts were given up, or it crashed with --max-restarts 0
+//
+// Every change of state is a transition below, under roster.mu, and each checks that the slot
+// is still in the state (and on the process) the event is about: an event that comes late (a
+// crash noticed after a reload replaced the process, a restart's timer after a reload started
+// it) changes nothing.
+//
+// The catalog holds one rule: a key's tools, prompts and resources are those of slot.listed,
+// the last process of the key that listed them, for as long as the key serves or is expected
+// back (a restart pending or under way, a reload restarting it); a key that is down or removed
+// has none. Clients that ignore list_changed keep working across a restart, and a call for a
+// key that is expected back waits for it (hold, in restart.go). Every new catalog is made by
+// publish.
+
+// state is where a server key is in its life.
+type state int
+
+const (
+	starting state = iota
+	serving
+	draining
+	waiting
+	down
+)
+
+var stateNames = [...]string{starting: "starting", serving: "serving", draining: "draining", waiting: "waiting to restart", down: "down"}
+
+func (st state) String() string { return stateNames[st] }
+
+// slot is one server key of the roster. Guarded by roster.mu.
+type slot struct {
+	key   string
+	cfg   config.Server // the entry it runs (or is to run)
+	state state
+	// proc is its process while starting, serving or draining; nil otherwise.
+	proc *server
+	// listed is the process whose lists the catalog holds for the key; nil when none.
+	listed *server
+	// why says why it drains, waits or is down; startErr is the error of a process that could
+	// not be started at all (its command not found, say).
+	why      string
+	startErr error
+	// removing: it drains to leave the roster (else to start again).
+	removing bool
+	// retryAt is when a waiting slot is started again, by timer.
+	retryAt time.Time
+	timer   *time.Timer
+	// tries counts the restarts since it last served for stableAfter.
+	tries int
+	// since is when it last began serving.
+	since time.Time
+	// back is closed when a key that is expected back (a restart pending or under way) serves
+	// again, or is not coming back; calls held for it wait on it. nil when nothing is pending.
+	back chan struct{}
+}
+
+// expectBack opens the wait of the calls held for the slot, unless one is open.
+func (sl *slot) expectBack() {
+	if sl.back == nil {
+		sl.back = make(chan struct{})
+	}
+}
+
+// release lets the calls held for the slot go: to its new process, or to the error of its end.
+func (sl *slot) release() {
+	if sl.back != nil {
+		close(sl.back)
+		sl.back = nil
+	}
+}
+
+// roster is the table of server keys.
+type roster struct {
+	mu    sync.Mutex
+	cfg   *config.Config // the configuration in force
+	slots map[string]*slot
+	// started is set at the client's initialize, when the servers are initialized with params;
+	// a server started later gets the same.
+	started bool
+	params  json.RawMessage
+	// reloading is set while a reload runs: it tells the client once, when it has settled.
+	reloading bool
+	closed    bool // Close began: nothing starts any more
+}
+
+// sorted are the slots in key order.
+func (r *roster) sorted() []*slot {
+	out := make([]*slot, 0, len(r.slots))
+	for _, sl := range r.slots {
+		out = append(out, sl)
+	}
+	slices.SortFunc(out, func(x, y *slot) int { return strings.Compare(x.key, y.key) })
+	return out
+}
+
+// listedServers are the processes whose lists the catalog holds, in key order (the rule above).
+func (r *roster) listedServers() []*server {
+	var out []*server
+	for _, sl := range r.sorted() {
+		if sl.listed != nil {
+			out = append(out, sl.listed)
+		}
+	}
+	return out
+}
+
+// servingServers are the processes that serve now, in key order: the targets of fan-outs.
+func (r *roster) servingServers() []*server {
+	var out []*server
+	for _, sl := range r.sorted() {
+		if sl.state == serving {
+			out = append(out, sl.proc)
+		}
+	}
+	return out
+}
+
+// servingServers are the processes that serve now, in key order.
+func (a *Aggregator) servingServers() []*server {
+	a.roster.mu.Lock()
+	defer a.roster.mu.Unlock()
+	return a.roster.servingServers()
+}
+
+// serving returns the process that serves key now; nil when none does.
+func (a *Aggregator) serving(key string) *server {
+	r := &a.roster
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sl := r.slots[key]; sl != nil && sl.state == serving {
+		return sl.proc
+	}
+	return nil
+}
+
+// publish makes the catalog of the roster current (the one rule above) and tells the client
+// which lists changed, once per burst and, during a reload, once it has settled; resource
+// collisions new to it are warned about. When names would collide nothing changes, and the
+// error names them: the caller undoes its change. Callers hold roster.mu, after the start-up.
+func (a *Aggregator) publish() error {
+	cat, err := buildCatalog(a.roster.listedServers(), a.opts.Separator)
+	if err != nil {
+		return err
+	}
+	old := a.catalog.Swap(cat)
+	for _, w := range cat.warnings {
+		if old == nil || !slices.Contains(old.warnings, w) {
+			a.log.Warn(w)
+		}
+	}
+	if old != nil && !a.roster.reloading {
+		a.announce(old, cat)
+	}
+	return nil
+}
+
+// announce tells the client, once for each list, which lists changed between two catalogs.
+func (a *Aggregator) announce(before, after *catalog) {
+	sent := map[string]bool{}
+	for k := range numKinds {
+		if string(before.lists[k]) != string(after.lists[k]) && !sent[kinds[k].changed] {
+			sent[kinds[k].changed] = true
+			a.notify.trigger(kinds[k].changed)
+		}
+	}
+}
+
+// startResult is how the start of one entry went: its server, or why it has none, and how
+// long it took. Start-up, check and reload report from it.
+type startResult struct {
+	cfg  config.Server
+	srv  *server
+	err  error
+	took time.Duration
+}
+
+// failure is the sentence that reports a start that failed, with what follows (such as "could
+// not start and stays down"): it names the server and what happened, or that it is a
+// configuration loop.
+func (r startResult) failure(what string) string {
+	if strings.Contains(r.err.Error(), loopMessage) {
+		return fmt.Sprintf("server %q %s: it is a configuration loop: it starts mcp-simple-aggregator on this same configuration file again; remove it from the file, or give it another configuration file: %v", r.cfg.Key, what, r.err)
+	}
+	return fmt.Sprintf("server %q %s: %v", r.cfg.Key, what, r.err)
+}
+
+// The transitions. Each takes roster.mu; those that end a process's calls do so after
+// releasing it.
+
+// enroll adds the slot of an entry whose process res started (or failed to: then it is down),
+// before the client's initialize.
+func (a *Aggregator) enroll(res startResult) {
+	r := &a.roster
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sl := &slot{key: res.cfg.Key, cfg: res.cfg, state: starting, proc: res.srv}
+	if res.err != nil {
+		sl.state, sl.proc, sl.why, sl.startErr = down, nil, "failed to start", res.err
+	}
+	r.slots[sl.key] = sl
+}
+
+// served makes a slot whose process s finished its handshake serve (starting → serving): its
+// lists go into the catalog, and the calls held for it go. It fails when the key is no longer
+// starting on s (a reload or Close came first), and when its names would collide with another
+// server's: then the key is down, saying so. The caller stops s on failure.
+func (a *Aggregator) served(s *server) error {
+	r := &a.roster
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sl := r.slots[s.key]
+	switch {
+	case r.closed:
+		return errShuttingDown
+	case sl == nil || sl.proc != s || sl.state != starting:
+		return fmt.Errorf("it was replaced while it started")
+	}
+	sl.listed = s
+	if a.catalog.Load() != nil { // at start-up, the first catalog is built once every server is
+		if err := a.publish(); err != nil {
+			sl.proc, sl.listed, sl.state, sl.why = nil, nil, down, "could not be served: "+err.Error()
+			sl.release()
+			_ = a.publish()
+			return err
+		}
+	}
+	sl.state, sl.why, sl.since = serving, "", time.Now()
+	sl.release()
+	go a.watch(s)
+	if a.opts.PingInterval > 0 {
+		go a.pingLoop(s)
+	}
+	return nil
+}
+
+// errShuttingDown is the error of what starts while the aggregator stops.
+var errShuttingDown = fmt.Errorf("mcp-simple-aggregator is shutting down")
+
+// drain starts stopping a serving (or starting) slot for a reload (→ draining): it takes none of
+// the client's new calls from now on. A removed key's lists leave the catalog at once; a key
+// that restarts keeps them, and its calls wait for the new process. It returns the process and
+// the signal that it has nothing in flight; nil when the slot has no process.
+func (a *Aggregator) drain(sl *slot, removing bool, why string) (*server, <-chan struct{}) {
+	r := &a.roster
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.stopTimer(sl)
+	s := sl.proc
+	sl.state, sl.removing, sl.why = draining, removing, why
+	if removing {
+		sl.listed = nil
+		sl.release()
+	} else if sl.listed != nil {
+		sl.expectBack()
+	}
+	if a.catalog.Load() != nil {
+		_ = a.publish() // leaving a server out cannot make names collide
+	}
+	if s == nil {
+		return nil, nil
+	}
+	return s, a.inflight.drain(s) // under roster.mu: the draining decision and the state agree
+}
+
+// remove takes a drained key out of the roster, unless a later reload took it back.
+func (a *Aggregator) remove(sl *slot) {
+	r := &a.roster
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slots[sl.key] == sl && sl.state == draining && sl.removing {
+		delete(r.slots, sl.key)
+		sl.proc = nil
+	}
+}
+
+// relaunch makes a slot start on the new process s (→ starting): a restart's try, or a reload's
+// start of the key. It reports false, and stops s, when the key is gone or the aggregator
+// closes.
+func (a *Aggregator) relaunch(sl *slot, s *server) bool {
+	r := &a.roster
+	r.mu.Lock()
+	if r.closed || r.slots[sl.key] != sl {
+		r.mu.Unlock()
+		go s.stop(0)
+		return false
+	}
+	a.stopTimer(sl)
+	sl.state, sl.proc = starting, s
+	if sl.listed != nil {
+		sl.expectBack()
+	}
+	r.mu.Unlock()
+	return true
+}
+
+// fell takes a slot whose process s went down (it exited, closed its stdout, failed its health
+// probes, or failed its handshake) out of serving: everything s had in flight fails with why,
+// and the slot waits to restart (its lists stay, its calls wait) or, when restarts are off or
+// used up, or when this was the key's first start, is down (its lists leave the catalog). A
+// slot that a reload drains keeps draining. It reports what became of the slot, for the
+// caller's report; ok is false when the event is stale (s is no longer the slot's process).
+func (a *Aggregator) fell(s *server, why string) (next state, delay time.Duration, tries int, ok bool) {
+	r := &a.roster
+	r.mu.Lock()
+	sl := r.slots[s.key]
+	if sl == nil || sl.proc != s || sl.state == waiting || sl.state == down {
+		r.mu.Unlock()
+		a.retire(s, why, "")
+		return 0, 0, 0, false
+	}
+	if sl.state == draining {
+		r.mu.Unlock()
+		a.retire(s, why, "") // the reload's drain ends at once, and stops it
+		return draining, 0, 0, true
+	}
+	then, delay := a.fallLocked(sl, why)
+	next, tries = sl.state, sl.tries
+	r.mu.Unlock()
+	a.retire(s, why, then)
+	return next, delay, tries, true
+}
+
+// fallLocked moves a slot that lost its process (sl.proc is cleared) to waiting, or to down
+// when restarts are off or used up, or when this was the key's first start (a restart is for a
+// server that served); it returns what follows for the calls the process had in flight, and
+// the wait before the next try. Callers hold roster.mu.
+func (a *Aggregator) fallLocked(sl *slot, why string) (then string, delay time.Duration) {
+	initial := sl.state != serving && sl.tries == 0
+	if sl.state == serving && time.Since(sl.since) >= stableAfter {
+		sl.tries = 0
+	}
+	sl.proc = nil
+	then = "; its tools, prompts and resources are no longer available"
+	switch {
+	case initial || a.opts.MaxRestarts == 0:
+		sl.state, sl.why = down, why
+	case sl.tries >= a.opts.MaxRestarts:
+		sl.state, sl.why = down, fmt.Sprintf("%s, and was given up after %d restarts in a row", why, sl.tries)
+	default:
+		sl.state, sl.why = waiting, why
+		delay = a.backoff(sl.tries)
+		sl.tries++
+		sl.retryAt = time.Now().Add(delay)
+		sl.expectBack()
+		sl.timer = time.AfterFunc(delay, func() { a.restart(sl) })
+		then = fmt.Sprintf("; it is restarted in %v, and calls made meanwhile wait for it", delay)
+	}
+	if sl.state == down {
+		sl.listed = nil
+		sl.release()
+		if a.catalog.Load() != nil {
+			_ = a.publish() // leaving a server out cannot make names collide
+		}
+	}
+	return then, delay
+}
+
+// stopTimer cancels a pending restart of sl. Callers hold roster.mu.
+func (a *Aggregator) stopTimer(sl *slot) {
+	if sl.timer != nil {
+		sl.timer.Stop()
+		sl.timer = nil
+	}
+}
+
+// retire ends a process the roster no longer uses: its gate closes, what it had in flight fails
+// with an error saying why and what follows (then), its requests to the client are cancelled
+// there, and it is stopped, in the background.
+func (a *Aggregator) retire(s *server, why, then string) {
+	s.retireOnce.Do(func() {
+		a.endCalls(s, func(c *call) json.RawMessage { return serverGone(c, s.key, why, then) }, fmt.Sprintf("server %q %s", s.key, why))
+		close(s.retired)
+		go s.stop(a.opts.ShutdownGrace)
+	})
+}
+
+// endCalls ends what s had in flight: its calls fail with the error errFor gives, and its
+// requests that reached the client are cancelled there for reason. The gate of s closes first.
+func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, reason string) {
+	for _, c := range a.inflight.sweep(s) {
+		if c.to == s {
+			a.failWith(c, errFor(c))
+		} else if c.delivered {
+			a.toClient(cancelled(c.toID, reason))
+		}
+	}
+}
