@@ -5,15 +5,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 	"time"
 
@@ -21,7 +18,6 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/watch"
 )
 
@@ -31,63 +27,6 @@ const (
 	exitError = 1 // the configuration or the start-up failed
 	exitUsage = 2 // the command line is wrong
 )
-
-const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
-       mcp-simple-aggregator check --config FILE [--json] [--cursor-name NAME] [flags]
-
-Starts every MCP server listed in FILE as a child process and serves all of their
-tools to one MCP client over standard input and output, each tool named after its
-server's key: the tool "search_code" of the server "sourcebot" becomes
-"sourcebot:search_code".
-
-"check" starts every server of FILE as serving does, prints a table of how each
-one started (status, start-up time, protocol, counts of tools, prompts and
-resources) and every tool name, marking the names that clients would reject, then
-stops them all. It exits with 0 when every server is healthy, 1 otherwise.
-
-Flags:
-%s
-Example FILE (the format of claude_desktop_config.json and .mcp.json):
-
-  {
-    "mcpServers": {
-      "memory": {
-        "command": "npx",
-        "args": ["-y", "@modelcontextprotocol/server-memory"]
-      },
-      "github": {
-        "command": "github-mcp-server",
-        "args": ["stdio"],
-        "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}
-      }
-    }
-  }
-
-"$VAR", "${VAR}" and "${VAR:-default}" in "command", "args" and "env" values are
-replaced by environment variables; "$$" is a literal "$". A variable that is not
-set stops the start-up with its name.
-
-Clients that call the Anthropic or OpenAI APIs (Claude Desktop, Cursor, ...)
-reject ":" in tool names: use --separator __ for them.
-
-Exit status: 0 after a clean shutdown, 1 when the configuration or a server
-fails to start, 2 when the command line is wrong.
-`
-
-// options are the parsed command line.
-type options struct {
-	configPath     string
-	separator      string
-	startupTimeout time.Duration
-	pingInterval   time.Duration
-	pingFailures   int
-	maxMessageSize int
-	debug          bool
-	noWatch        bool   // do not reload when the files of the configuration change
-	check          bool   // the check command
-	json           bool   // check: print JSON
-	cursorName     string // check: the aggregator's entry name in Cursor's configuration
-}
 
 func main() {
 	// For profiling (see BENCHMARKS.md), not for users: a CPU profile of the whole run.
@@ -151,6 +90,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		StartupTimeout: opts.startupTimeout,
 		PingInterval:   opts.pingInterval,
 		PingFailures:   opts.pingFailures,
+		MaxRestarts:    opts.maxRestarts,
+		RestartDelay:   opts.restartDelay,
 		MaxMessageSize: opts.maxMessageSize,
 		Version:        buildVersion(),
 		Log:            log,
@@ -252,131 +193,4 @@ func shutdownReason(ctx context.Context, err error) string {
 		return err.Error()
 	}
 	return "end of input"
-}
-
-// parseFlags parses the command line. When done is true the program ends with code: after
-// --help or --version (printed on stdout, as asked for) or after a usage error (on stderr).
-func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts options, code int, done bool) {
-	opts.check = check
-	fs := flag.NewFlagSet("mcp-simple-aggregator", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&opts.configPath, "config", "", "the configuration `FILE` (required)")
-	fs.StringVar(&opts.separator, "separator", ":", "the text between a server's key and its tool names, such as `__`")
-	fs.DurationVar(&opts.startupTimeout, "startup-timeout", 30*time.Second,
-		"how long each server may take to start and list its tools, such as `60s`")
-	fs.DurationVar(&opts.pingInterval, "ping-interval", 30*time.Second,
-		"how often each server is pinged; 0 turns pings off")
-	fs.IntVar(&opts.pingFailures, "ping-failures", 3,
-		"how many pings in a row a server may leave unanswered (each within the interval) before it is treated as crashed")
-	fs.IntVar(&opts.maxMessageSize, "max-message-size", stdio.DefaultMaxMessageSize,
-		"the largest message, in `bytes`, accepted from the client or a server")
-	fs.BoolVar(&opts.debug, "debug", false, "also log lifecycle events and traffic summaries on stderr")
-	fs.BoolVar(&opts.noWatch, "no-watch", false,
-		"do not reload when the configuration file or a server's envFile changes (SIGHUP still reloads)")
-	version := fs.Bool("version", false, "print the version and exit")
-	if check {
-		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")
-		fs.StringVar(&opts.cursorName, "cursor-name", "aggregator",
-			"check: the `NAME` of the aggregator's entry in Cursor's mcp.json, which Cursor counts with every tool name against its 60 characters")
-	}
-	usage := func(w io.Writer) {
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-		fmt.Fprintf(w, usageText, b.String())
-	}
-	fail := func(format string, a ...any) (options, int, bool) {
-		usage(stderr)
-		fmt.Fprintf(stderr, "\nmcp-simple-aggregator: "+format+"\n", a...)
-		return opts, exitUsage, true
-	}
-
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return opts, exitOK, true
-		}
-		return fail("%v", err)
-	}
-	switch {
-	case *version:
-		fmt.Fprintln(stdout, versionLine())
-		return opts, exitOK, true
-	case fs.NArg() > 0:
-		return fail("unexpected argument %q: give the configuration file with --config FILE", fs.Arg(0))
-	case opts.configPath == "":
-		return fail("--config is required: give the path of the configuration file, such as --config ~/mcp-servers.json")
-	case opts.separator == "":
-		return fail("--separator must not be empty")
-	case opts.startupTimeout <= 0:
-		return fail("--startup-timeout must be positive, such as 30s")
-	case opts.pingInterval < 0:
-		return fail("--ping-interval must not be negative (0 turns pings off)")
-	case opts.pingFailures < 1:
-		return fail("--ping-failures must be at least 1")
-	case opts.maxMessageSize < 1<<20:
-		return fail("--max-message-size must be at least 1048576 (1 MiB)")
-	}
-	return opts, exitOK, false
-}
-
-// Set by the release build (.goreleaser.yaml) with -ldflags "-X main.version=... -X
-// main.commit=... -X main.date=...": the version without a leading "v", as the npm packages
-// and server.json carry it.
-var version, commit, date string
-
-// buildVersion is the bare version the binary was built from, served as serverInfo.version.
-func buildVersion() string {
-	info, _ := debug.ReadBuildInfo()
-	return bareVersion(version, info)
-}
-
-// versionLine is what --version prints.
-func versionLine() string {
-	info, _ := debug.ReadBuildInfo()
-	return formatVersion(version, commit, date, info)
-}
-
-// bareVersion is the release version when stamped, otherwise the module version of the build
-// info without its "v" (`go install ...@v1.2.3` gives 1.2.3), or "(devel)".
-func bareVersion(stamped string, info *debug.BuildInfo) string {
-	if stamped != "" {
-		return stamped
-	}
-	if info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return strings.TrimPrefix(info.Main.Version, "v")
-	}
-	return "(devel)"
-}
-
-// formatVersion is the version, then the commit and the build date when the release build
-// stamped them, or else the commit and its time as the go command recorded them (if it did).
-func formatVersion(stamped, commit, date string, info *debug.BuildInfo) string {
-	rev, when := commit, ""
-	if date != "" {
-		when = "built " + date
-	}
-	if rev == "" && info != nil {
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.time":
-				when = "committed " + s.Value
-			}
-		}
-	}
-	line := "mcp-simple-aggregator " + bareVersion(stamped, info)
-	var details []string
-	if rev != "" {
-		details = append(details, "commit "+rev)
-	}
-	if when != "" {
-		details = append(details, when)
-	}
-	if len(details) > 0 {
-		line += " (" + strings.Join(details, ", ") + ")"
-	}
-	return line
 }

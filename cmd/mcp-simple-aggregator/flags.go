@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
+       mcp-simple-aggregator check --config FILE [--json] [--cursor-name NAME] [flags]
+
+Starts every MCP server listed in FILE as a child process and serves all of their
+tools to one MCP client over standard input and output, each tool named after its
+server's key: the tool "search_code" of the server "sourcebot" becomes
+"sourcebot:search_code".
+
+"check" starts every server of FILE as serving does, prints a table of how each
+one started (status, start-up time, protocol, counts of tools, prompts and
+resources) and every tool name, marking the names that clients would reject, then
+stops them all. It exits with 0 when every server is healthy, 1 otherwise.
+
+Flags:
+%s
+Example FILE (the format of claude_desktop_config.json and .mcp.json):
+
+  {
+    "mcpServers": {
+      "memory": {
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-memory"]
+      },
+      "github": {
+        "command": "github-mcp-server",
+        "args": ["stdio"],
+        "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}
+      }
+    }
+  }
+
+"$VAR", "${VAR}" and "${VAR:-default}" in "command", "args" and "env" values are
+replaced by environment variables; "$$" is a literal "$". A variable that is not
+set stops the start-up with its name.
+
+Clients that call the Anthropic or OpenAI APIs (Claude Desktop, Cursor, ...)
+reject ":" in tool names: use --separator __ for them.
+
+Exit status: 0 after a clean shutdown, 1 when the configuration or a server
+fails to start, 2 when the command line is wrong.
+`
+
+// options are the parsed command line.
+type options struct {
+	configPath     string
+	separator      string
+	startupTimeout time.Duration
+	pingInterval   time.Duration
+	pingFailures   int
+	maxRestarts    int
+	restartDelay   time.Duration
+	maxMessageSize int
+	debug          bool
+	noWatch        bool   // do not reload when the files of the configuration change
+	check          bool   // the check command
+	json           bool   // check: print JSON
+	cursorName     string // check: the aggregator's entry name in Cursor's configuration
+}
+
+// parseFlags parses the command line. When done is true the program ends with code: after
+// --help or --version (printed on stdout, as asked for) or after a usage error (on stderr).
+func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts options, code int, done bool) {
+	opts.check = check
+	fs := flag.NewFlagSet("mcp-simple-aggregator", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&opts.configPath, "config", "", "the configuration `FILE` (required)")
+	fs.StringVar(&opts.separator, "separator", ":", "the text between a server's key and its tool names, such as `__`")
+	fs.DurationVar(&opts.startupTimeout, "startup-timeout", 30*time.Second,
+		"how long each server may take to start and list its tools, such as `60s`")
+	fs.DurationVar(&opts.pingInterval, "ping-interval", 30*time.Second,
+		"how often each server is pinged; 0 turns pings off")
+	fs.IntVar(&opts.pingFailures, "ping-failures", 3,
+		"how many pings in a row a server may leave unanswered (each within the interval) before it is treated as crashed")
+	fs.IntVar(&opts.maxRestarts, "max-restarts", 5,
+		"how many times in a row a server that crashed (exited, closed its output, or failed its pings) is restarted before it stays down until a reload; 0 turns restarts off")
+	fs.DurationVar(&opts.restartDelay, "restart-delay", 500*time.Millisecond,
+		"the wait before a crashed server's first restart; it doubles with each try in a row, up to 30s")
+	fs.IntVar(&opts.maxMessageSize, "max-message-size", stdio.DefaultMaxMessageSize,
+		"the largest message, in `bytes`, accepted from the client or a server")
+	fs.BoolVar(&opts.debug, "debug", false, "also log lifecycle events and traffic summaries on stderr")
+	fs.BoolVar(&opts.noWatch, "no-watch", false,
+		"do not reload when the configuration file or a server's envFile changes (SIGHUP still reloads)")
+	version := fs.Bool("version", false, "print the version and exit")
+	if check {
+		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")
+		fs.StringVar(&opts.cursorName, "cursor-name", "aggregator",
+			"check: the `NAME` of the aggregator's entry in Cursor's mcp.json, which Cursor counts with every tool name against its 60 characters")
+	}
+	usage := func(w io.Writer) {
+		var b strings.Builder
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		fmt.Fprintf(w, usageText, b.String())
+	}
+	fail := func(format string, a ...any) (options, int, bool) {
+		usage(stderr)
+		fmt.Fprintf(stderr, "\nmcp-simple-aggregator: "+format+"\n", a...)
+		return opts, exitUsage, true
+	}
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return opts, exitOK, true
+		}
+		return fail("%v", err)
+	}
+	switch {
+	case *version:
+		fmt.Fprintln(stdout, versionLine())
+		return opts, exitOK, true
+	case fs.NArg() > 0:
+		return fail("unexpected argument %q: give the configuration file with --config FILE", fs.Arg(0))
+	case opts.configPath == "":
+		return fail("--config is required: give the path of the configuration file, such as --config ~/mcp-servers.json")
+	case opts.separator == "":
+		return fail("--separator must not be empty")
+	case opts.startupTimeout <= 0:
+		return fail("--startup-timeout must be positive, such as 30s")
+	case opts.pingInterval < 0:
+		return fail("--ping-interval must not be negative (0 turns pings off)")
+	case opts.pingFailures < 1:
+		return fail("--ping-failures must be at least 1")
+	case opts.maxRestarts < 0:
+		return fail("--max-restarts must not be negative (0 turns restarts off)")
+	case opts.restartDelay <= 0:
+		return fail("--restart-delay must be positive, such as 500ms")
+	case opts.maxMessageSize < 1<<20:
+		return fail("--max-message-size must be at least 1048576 (1 MiB)")
+	}
+	return opts, exitOK, false
+}

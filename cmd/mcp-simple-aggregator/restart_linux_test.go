@@ -1,0 +1,257 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Restarts (issue #20), with the real binary: a crashed server comes back under the same names,
+// what it had in flight fails once with the crash, a crash loop is bounded and given up, and
+// nothing is left running.
+
+// restartFlags make restarts quick: tries after 100 ms, 200 ms, 400 ms, ...
+var restartFlags = []string{"--restart-delay", "100ms"}
+
+// A crash during a call: the call fails with the crash, the server is back with its tools under
+// the same names (no list change: the new process lists the same), one process each.
+func TestFaultRestartAfterCrash(t *testing.T) {
+	tag := newTag(t)
+	agg := startAggregator(t, `{"mcpServers": {"victim": `+tagged(tag)+`, "other": `+tagged(tag)+`}}`, restartFlags...)
+	agg.initialize("test")
+	_, before := tools(t, agg.call("tools/list", ""))
+	old := pidOf(agg, "victim:pid")
+	m := agg.call("tools/call", `{"name":"victim:crash","arguments":{}}`)
+	if !strings.Contains(string(m.Error), `server \"victim\" exited with status 3 while calling tool \"crash\"; it is restarted in 100ms`) {
+		t.Errorf("the call in flight: %s", m.Line)
+	}
+	// A call made while it restarts waits for the new process.
+	if m := agg.call("tools/call", `{"name":"victim:echo","arguments":{"k":1}}`); m.Error != nil || !strings.Contains(string(m.Result), `"structuredContent":{"k":1}`) {
+		t.Errorf("a call during the restart: %s", m.Line)
+	}
+	if pid := pidOf(agg, "victim:pid"); pid == 0 || pid == old {
+		t.Errorf("the server's process: %d, then %d", old, pid)
+	}
+	if !exits(old, 5*time.Second) {
+		t.Errorf("the crashed process %d still runs", old)
+	}
+	_, after := tools(t, agg.call("tools/list", ""))
+	if strings.Join(before, ",") != strings.Join(after, ",") {
+		t.Errorf("tools/list after the restart:\n%v\nbefore:\n%v", after, before)
+	}
+	if agg.note("notifications/tools/list_changed", 300*time.Millisecond) {
+		t.Errorf("a list_changed for a restart that lists the same")
+	}
+	if n := len(taggedProcs(tag)); n != 2 {
+		t.Errorf("%d processes run, want 2", n)
+	}
+	stderr := agg.stderr.String()
+	if strings.Count(stderr, `server "victim" exited with status 3; it is restarted in 100ms (try 1 of 5)`) != 1 ||
+		strings.Count(stderr, `server "victim" was restarted (try 1) and serves again`) != 1 {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	endSession(t, agg, tag)
+}
+
+// A server that dies at once on every restart is given up after --max-restarts tries, within
+// the backoff's time, with one line per try: its tools leave the list, and a reload (SIGHUP)
+// brings it back once it can start.
+func TestFaultRestartGivesUp(t *testing.T) {
+	tag := newTag(t)
+	dieFile := filepath.Join(t.TempDir(), "die")
+	agg := startAggregator(t, `{"mcpServers": {"loop": `+tagged(tag, "-exit-at-start-if", dieFile)+`, "other": `+tagged(tag)+`}}`,
+		"--restart-delay", "50ms", "--max-restarts", "4")
+	agg.initialize("test")
+	os.WriteFile(dieFile, nil, 0o600)
+	start := time.Now()
+	agg.call("tools/call", `{"name":"loop:crash","arguments":{}}`)
+	if !agg.note("notifications/tools/list_changed", 10*time.Second) {
+		t.Fatalf("no list_changed after giving up; stderr:\n%s", agg.stderr)
+	}
+	// Tries after 50, 100, 200 and 400 ms: 750 ms of waiting, plus four starts.
+	if took := time.Since(start); took < 750*time.Millisecond || took > 8*time.Second {
+		t.Errorf("given up after %v", took)
+	}
+	stderr := agg.stderr.String()
+	if n := strings.Count(stderr, `server "loop": restart try`); n != 3 {
+		t.Errorf("%d failed tries reported before the last, want 3:\n%s", n, stderr)
+	}
+	if n := strings.Count(stderr, `is given up after 4 restarts in a row (--max-restarts 4)`); n != 1 {
+		t.Errorf("%d give-ups reported, want 1:\n%s", n, stderr)
+	}
+	if n := strings.Count(stderr, "[loop] fixture: exiting at start"); n != 4 {
+		t.Errorf("%d starts, want 4", n)
+	}
+	wantErrorText(t, agg.call("tools/call", `{"name":"loop:echo","arguments":{}}`), "Unknown tool: loop:echo")
+	if pidOf(agg, "other:pid") == 0 {
+		t.Errorf("the other server does not serve")
+	}
+	os.Remove(dieFile)
+	agg.cmd.Process.Signal(syscall.SIGHUP)
+	waitTool(t, agg, "loop:echo", true)
+	if pidOf(agg, "loop:pid") == 0 {
+		t.Errorf("the server did not come back with the reload")
+	}
+	endSession(t, agg, tag)
+}
+
+// A server that stops answering its health probes is restarted like one that crashed.
+func TestFaultRestartHungServer(t *testing.T) {
+	tag := newTag(t)
+	agg := startAggregator(t, `{"mcpServers": {"deaf": `+tagged(tag, "-ignore-pings")+`}}`,
+		"--ping-interval", "100ms", "--ping-failures", "2", "--restart-delay", "100ms", "--max-restarts", "1000")
+	agg.initialize("test")
+	first := pidOf(agg, "deaf:pid")
+	if !exits(first, 5*time.Second) {
+		t.Fatalf("the hung server %d was not stopped; stderr:\n%s", first, agg.stderr)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for pidOf(agg, "deaf:pid") == first && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pid := pidOf(agg, "deaf:pid"); pid == 0 || pid == first {
+		t.Errorf("after the restart: pid %d (first %d)", pid, first)
+	}
+	if !strings.Contains(agg.stderr.String(), `server "deaf" did not answer 2 pings in a row (--ping-interval 100ms, --ping-failures 2); it is restarted in 100ms`) {
+		t.Errorf("stderr:\n%s", agg.stderr)
+	}
+	endSession(t, agg, tag)
+}
+
+// --max-restarts 0: a crashed server stays down until the file is saved.
+func TestFaultRestartsOff(t *testing.T) {
+	tag := newTag(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(path, []byte(reloadConfig(tag, "a", "b")), 0o600)
+	agg := startPeer(t, aggBinary, "--config", path, "--max-restarts", "0", "--restart-delay", "10ms")
+	agg.initialize("test")
+	agg.call("tools/call", `{"name":"a:crash","arguments":{}}`)
+	waitTool(t, agg, "a:echo", false)
+	time.Sleep(500 * time.Millisecond)
+	if len(taggedProcs(tag)) != 1 {
+		t.Errorf("a crashed server was restarted with --max-restarts 0")
+	}
+	wantErrorText(t, agg.call("tools/call", `{"name":"a:echo","arguments":{}}`), "Unknown tool: a:echo")
+	os.WriteFile(path, []byte(reloadConfig(tag, "a", "b")), 0o600) // saved as it was
+	waitTool(t, agg, "a:echo", true)
+	endSession(t, agg, tag)
+}
+
+// What the client set up on a server is set up again on its new process: its resource
+// subscriptions and its log level.
+func TestFaultRestartKeepsSetup(t *testing.T) {
+	tag := newTag(t)
+	agg := startAggregator(t, `{"mcpServers": {"s": `+tagged(tag, "-full")+`}}`, restartFlags...)
+	agg.initialize("test")
+	if m := agg.call("resources/subscribe", `{"uri":"fixture://static/a"}`); m.Error != nil {
+		t.Fatalf("subscribe: %s", m.Line)
+	}
+	if m := agg.call("logging/setLevel", `{"level":"error"}`); m.Error != nil {
+		t.Fatalf("setLevel: %s", m.Line)
+	}
+	old := pidOf(agg, "s:pid")
+	agg.call("tools/call", `{"name":"s:crash","arguments":{}}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for pidOf(agg, "s:pid") == old && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	drain(agg)
+	if m := agg.call("tools/call", `{"name":"s:touch","arguments":{"uri":"fixture://static/a"}}`); !strings.Contains(string(m.Result), `"subscribed":true`) {
+		t.Errorf("the new process is not subscribed: %s", m.Line)
+	}
+	if !agg.note("notifications/resources/updated", 5*time.Second) {
+		t.Errorf("no notifications/resources/updated from the new process")
+	}
+	agg.call("tools/call", `{"name":"s:log","arguments":{}}`)
+	levels := map[string]bool{}
+	for {
+		select {
+		case m := <-agg.notes:
+			if m.Method == "notifications/message" && strings.Contains(string(m.Params), `"logger":"s"`) {
+				var p struct{ Level string }
+				json.Unmarshal(m.Params, &p)
+				levels[p.Level] = true
+			}
+			continue
+		case <-time.After(500 * time.Millisecond):
+		}
+		break
+	}
+	if levels["warning"] || levels["info"] || !levels["error"] {
+		t.Errorf("the levels the new process logged at: %v (the client asked for error and above)", levels)
+	}
+	endSession(t, agg, tag)
+}
+
+// Eight callers through a crash and its restart (under -race with `make faults`): every call is
+// answered exactly once, with its result or with the crash error; nothing is left running.
+func TestFaultRestartUnderLoad(t *testing.T) {
+	tag := newTag(t)
+	agg := startAggregator(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`, restartFlags...)
+	agg.initialize("test")
+	old := pidOf(agg, "a:pid")
+	var stop atomic.Bool
+	var calls, crashed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for !stop.Load() {
+				m := agg.call("tools/call", `{"name":"a:echo","arguments":{"g":`+itoa(g)+`}}`)
+				calls.Add(1)
+				switch {
+				case m.Error == nil && strings.Contains(string(m.Result), `"structuredContent":{"g":`+itoa(g)+`}`):
+				case strings.Contains(string(m.Error), `server \"a\" exited with status 3 while calling tool \"echo\"`):
+					crashed.Add(1)
+				default:
+					t.Errorf("a call through the restart: %s", m.Line)
+				}
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	agg.call("tools/call", `{"name":"a:crash","arguments":{}}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for pidOf(agg, "a:pid") == old && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if pid := pidOf(agg, "a:pid"); pid == old || pid == 0 {
+		t.Errorf("not restarted: %d", pid)
+	}
+	agg.mu.Lock()
+	left := len(agg.waiting)
+	agg.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d calls unanswered", left)
+	}
+	t.Logf("%d calls, %d failed by the crash", calls.Load(), crashed.Load())
+	endSession(t, agg, tag)
+}
+
+// drain empties the notifications received so far.
+func drain(agg *peer) {
+	for {
+		select {
+		case <-agg.notes:
+		default:
+			return
+		}
+	}
+}
+
+// wantErrorText fails unless m is an error whose message contains text.
+func wantErrorText(t *testing.T, m message, text string) {
+	t.Helper()
+	var e struct{ Message string }
+	if json.Unmarshal(m.Error, &e) != nil || !strings.Contains(e.Message, text) {
+		t.Errorf("want an error with %q: %s", text, m.Line)
+	}
+}
