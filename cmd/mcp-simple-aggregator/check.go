@@ -90,6 +90,7 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		fmt.Fprintf(w, "; %d entries not started (disabled or remote)", skipped)
 	}
 	fmt.Fprintln(w, ".")
+	fmt.Fprintf(w, "Serving, %s.\n", rep.Restarts)
 }
 
 func accepted(ok bool) string {

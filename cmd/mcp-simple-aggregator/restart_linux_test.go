@@ -23,7 +23,7 @@ var restartFlags = []string{"--restart-delay", "100ms"}
 // the same names (no list change: the new process lists the same), one process each.
 func TestFaultRestartAfterCrash(t *testing.T) {
 	tag := newTag(t)
-	agg := startAggregator(t, `{"mcpServers": {"victim": `+tagged(tag)+`, "other": `+tagged(tag)+`}}`, restartFlags...)
+	agg := startAggregator(t, `{"mcpServers": {"victim": `+tagged(tag)+`, "other": `+tagged(tag)+`}}`, append(restartFlags, "--debug")...)
 	agg.initialize("test")
 	_, before := tools(t, agg.call("tools/list", ""))
 	old := pidOf(agg, "victim:pid")
@@ -53,7 +53,10 @@ func TestFaultRestartAfterCrash(t *testing.T) {
 	}
 	stderr := agg.stderr.String()
 	if strings.Count(stderr, `server "victim" exited with status 3; it is restarted in 100ms (try 1 of 5)`) != 1 ||
-		strings.Count(stderr, `server "victim" was restarted (try 1) and serves again`) != 1 {
+		strings.Count(stderr, `server "victim" was restarted (try 1) and serves again`) != 1 ||
+		!strings.Contains(stderr, `debug: state server=victim from=serving to="waiting to restart" why="exited with status 3" tries=0`) ||
+		!strings.Contains(stderr, `debug: restarting server=victim try=1 of=5`) ||
+		!strings.Contains(stderr, `debug: state server=victim from=starting to=serving why="" tries=1`) {
 		t.Errorf("stderr:\n%s", stderr)
 	}
 	endSession(t, agg, tag)

@@ -24,6 +24,8 @@ type Report struct {
 	// instructions; InstructionsClaudeCode what Claude Code gets (fitted to its limit).
 	Instructions           string `json:"instructions,omitempty"`
 	InstructionsClaudeCode string `json:"instructionsClaudeCode,omitempty"`
+	// Restarts says what happens to a server that crashes while serving.
+	Restarts string `json:"restarts"`
 }
 
 // ServerReport is one entry of the configuration: how its server started, or why it was not.
@@ -98,6 +100,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		results[res.cfg.Key] = res
 	}
 	var servers []*server
+	rep.Restarts = a.restartPolicy()
 	rep.OK = len(cfg.Servers) > 0
 	if !rep.OK {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none)", cfg.File))
@@ -172,3 +175,13 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 	}
 	return rep
 }
+
+// restartPolicy says what happens to a server that crashes while serving.
+func (a *Aggregator) restartPolicy() string {
+	if a.opts.MaxRestarts == 0 {
+		return "a server that crashes stays down until a reload (--max-restarts 0)"
+	}
+	return fmt.Sprintf("a server that crashes is restarted up to %d times in a row, the first after %v, doubling to %v (--max-restarts, --restart-delay)",
+		a.opts.MaxRestarts, a.opts.RestartDelay, maxBackoff)
+}
+

@@ -190,11 +190,7 @@ func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]ac
 		}
 	}
 	for _, res := range started {
-		sl := &slot{key: res.cfg.Key, cfg: res.cfg, state: starting, proc: res.srv}
-		if res.err != nil {
-			sl.state, sl.proc, sl.why, sl.startErr = down, nil, "failed to start", res.err
-		}
-		r.slots[sl.key] = sl
+		r.slots[res.cfg.Key] = newSlot(res)
 	}
 }
 

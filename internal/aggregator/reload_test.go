@@ -148,10 +148,7 @@ func TestReloadKeepsCallsInFlight(t *testing.T) {
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"V": "2"}}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.agg.draining("a") && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.agg.waitRestarting("a")
 	late := c.send("tools/call", `{"name":"a:pid"}`)
 	if m := c.wait(slow, "the call in flight"); m.Error != nil || !strings.Contains(m.Line, "slept 400 ms") {
 		t.Errorf("the call in flight: %s", m.Line)
@@ -169,9 +166,14 @@ func TestReloadKeepsCallsInFlight(t *testing.T) {
 	waitGone(t, old)
 }
 
-// draining reports whether the server key is being stopped by a reload.
-func (a *Aggregator) draining(key string) bool {
-	return a.stateOf(key) == draining
+// waitRestarting waits (at most 5 s) until a reload drains the server key or starts its new
+// process: a drain with nothing in flight can be over before a poll sees it.
+func (a *Aggregator) waitRestarting(key string) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if st := a.stateOf(key); st == draining || st == starting {
+			return
+		}
+	}
 }
 
 // stateOf is the state of the server key in the roster (down when it has none).
@@ -265,9 +267,7 @@ func TestReloadReleasesEachKey(t *testing.T) {
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"V": "2"}}, "slow": {"command": "$FIXTURE", "args": ["-hang-at-start"]}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	for !c.agg.draining("a") {
-		time.Sleep(time.Millisecond)
-	}
+	c.agg.waitRestarting("a")
 	start := time.Now()
 	m := c.call("tools/call", `{"name":"a:getenv","arguments":{"name":"V"}}`)
 	if !strings.Contains(m.Line, `"value":"2"`) || time.Since(start) > 2*time.Second {
@@ -284,9 +284,7 @@ func TestReloadRefreshDuringRestart(t *testing.T) {
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"V": "2"}}, "b": {"command": "$FIXTURE"}, "slow": {"command": "$FIXTURE", "args": ["-hang-at-start"]}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	for !c.agg.draining("a") {
-		time.Sleep(time.Millisecond)
-	}
+	c.agg.waitRestarting("a")
 	c.call("tools/call", `{"name":"b:grow"}`) // b announces a list change
 	if m := c.call("tools/call", `{"name":"a:pid"}`); m.Error != nil {
 		t.Errorf("a call of the restarting server: %s", m.Line)
@@ -308,9 +306,7 @@ func TestReloadRestartFails(t *testing.T) {
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "/no/such/server"}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	for !c.agg.draining("a") {
-		time.Sleep(time.Millisecond)
-	}
+	c.agg.waitRestarting("a")
 	held := c.send("tools/call", `{"name":"a:echo"}`)
 	if m := c.wait(slow, "the call in flight"); m.Error != nil {
 		t.Errorf("the call in flight: %s", m.Line)

@@ -215,11 +215,23 @@ func (a *Aggregator) enroll(res startResult) {
 	r := &a.roster
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sl := &slot{key: res.cfg.Key, cfg: res.cfg, state: starting, proc: res.srv}
+	r.slots[res.cfg.Key] = newSlot(res)
+}
+
+// newSlot is the slot of an entry whose process res started before the client's initialize
+// (starting, its handshake to come), or failed to start (down).
+func newSlot(res startResult) *slot {
 	if res.err != nil {
-		sl.state, sl.proc, sl.why, sl.startErr = down, nil, "failed to start", res.err
+		return &slot{key: res.cfg.Key, cfg: res.cfg, state: down, why: "failed to start", startErr: res.err}
 	}
-	r.slots[sl.key] = sl
+	return &slot{key: res.cfg.Key, cfg: res.cfg, state: starting, proc: res.srv}
+}
+
+// move changes the state of sl, saying why (kept for its calls and reports), on the debug log.
+// Callers hold roster.mu.
+func (a *Aggregator) move(sl *slot, to state, why string) {
+	a.log.Debug("state", "server", sl.key, "from", sl.state.String(), "to", to.String(), "why", why, "tries", sl.tries)
+	sl.state, sl.why = to, why
 }
 
 // served makes a slot whose process s finished its handshake serve (starting → serving): its
@@ -240,13 +252,15 @@ func (a *Aggregator) served(s *server) error {
 	sl.listed = s
 	if a.catalog.Load() != nil { // at start-up, the first catalog is built once every server is
 		if err := a.publish(); err != nil {
-			sl.proc, sl.listed, sl.state, sl.why = nil, nil, down, "could not be served: "+err.Error()
+			sl.proc, sl.listed = nil, nil
+			a.move(sl, down, "could not be served: "+err.Error())
 			sl.release()
 			_ = a.publish()
 			return err
 		}
 	}
-	sl.state, sl.why, sl.since = serving, "", time.Now()
+	a.move(sl, serving, "")
+	sl.since = time.Now()
 	sl.release()
 	go a.watch(s)
 	if a.opts.PingInterval > 0 {
@@ -268,7 +282,8 @@ func (a *Aggregator) drain(sl *slot, removing bool, why string) (*server, <-chan
 	defer r.mu.Unlock()
 	a.stopTimer(sl)
 	s := sl.proc
-	sl.state, sl.removing, sl.why = draining, removing, why
+	a.move(sl, draining, why)
+	sl.removing = removing
 	if removing {
 		sl.listed = nil
 		sl.release()
@@ -307,7 +322,8 @@ func (a *Aggregator) relaunch(sl *slot, s *server) bool {
 		return false
 	}
 	a.stopTimer(sl)
-	sl.state, sl.proc = starting, s
+	a.move(sl, starting, "")
+	sl.proc = s
 	if sl.listed != nil {
 		sl.expectBack()
 	}
@@ -355,11 +371,11 @@ func (a *Aggregator) fallLocked(sl *slot, why string) (then string, delay time.D
 	then = "; its tools, prompts and resources are no longer available"
 	switch {
 	case initial || a.opts.MaxRestarts == 0:
-		sl.state, sl.why = down, why
+		a.move(sl, down, why)
 	case sl.tries >= a.opts.MaxRestarts:
-		sl.state, sl.why = down, fmt.Sprintf("%s, and was given up after %d restarts in a row", why, sl.tries)
+		a.move(sl, down, fmt.Sprintf("%s, and was given up after %d restarts in a row", why, sl.tries))
 	default:
-		sl.state, sl.why = waiting, why
+		a.move(sl, waiting, why)
 		delay = a.backoff(sl.tries)
 		sl.tries++
 		sl.retryAt = time.Now().Add(delay)
