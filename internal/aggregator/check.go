@@ -184,4 +184,3 @@ func (a *Aggregator) restartPolicy() string {
 	return fmt.Sprintf("a server that crashes is restarted up to %d times in a row, the first after %v, doubling to %v (--max-restarts, --restart-delay)",
 		a.opts.MaxRestarts, a.opts.RestartDelay, maxBackoff)
 }
-
