@@ -101,6 +101,8 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"a": {"type": "http", "url": "http://x"}, "b": {"httpUrl": "h"}, "c": {"serverUrl": "s"}, "d": {"tcp": "t"}}}`,
 		`{"mcpServers": {"a": {"command": "x", "includeTools": ["a*"], "excludeTools": ["*b"], "disabledTools": []}}}`,
 		`{"mcpServers": {"a": {"command": "x", "cwd": "~", "envFile": "nope.env", "comand": 1, "Disabled": true}}}`,
+		`{"servers": {"a": {"type": "stdio", "command": "${userHome}${/}x", "args": ["${env:A}", "${input:t}", "${workspaceFolder}"]}}, "inputs": []}`,
+		`{"mcpServers": {"a": {"command": "x"}}, "servers": {"a": {"command": "y", "dev": {}}, "a": {}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -113,7 +115,7 @@ func FuzzParse(f *testing.F) {
 			if !strings.HasPrefix(w.String(), "c.json: /") {
 				t.Fatalf("warning %q does not name the file and a JSON Pointer", w)
 			}
-			if tokens := strings.Split(w.Pointer, "/"); len(tokens) > 2 && tokens[1] == "mcpServers" && !strings.Contains(w.Message, "server ") {
+			if tokens := strings.Split(w.Pointer, "/"); len(tokens) > 2 && (tokens[1] == "mcpServers" || tokens[1] == "servers") && !strings.Contains(w.Message, "server ") {
 				t.Fatalf("warning %q is about a server entry and does not name the server", w)
 			}
 		}
@@ -137,7 +139,7 @@ func FuzzParse(f *testing.F) {
 			keys[s.Key] = true
 		}
 		for i, s := range cfg.Skipped {
-			if keys[s.Key] || !strings.HasPrefix(s.Pointer, pointer("mcpServers", s.Key)+"/") || s.Reason == "" {
+			if keys[s.Key] || !strings.HasPrefix(s.Pointer, pointer("mcpServers", s.Key)+"/") && !strings.HasPrefix(s.Pointer, pointer("servers", s.Key)+"/") || s.Reason == "" {
 				t.Fatalf("skipped entry %d: %+v: started too, or no pointer into it, or no reason", i, s)
 			}
 			if i > 0 && cfg.Skipped[i-1].Key >= s.Key {
