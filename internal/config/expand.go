@@ -11,7 +11,7 @@ import (
 // os.LookupEnv (which is what the program passes).
 type LookupFunc func(name string) (string, bool)
 
-// Expand replaces environment references in s. It understands
+// The environment references understood are
 //
 //	$VAR              the value of VAR
 //	${VAR}            the value of VAR
@@ -23,20 +23,11 @@ type LookupFunc func(name string) (string, bool)
 // followed by anything else is kept as it is (so "$5", "a $ b" and "${1x}" pass unchanged).
 // A variable that is set to the empty string expands to the empty string.
 //
-// Expand never runs anything: there is no command substitution, arithmetic or globbing, and the
-// result is never given to a shell. It returns the names of the variables that were referenced
-// without a default and are not set, in order of appearance, each once.
-func Expand(s string, lookup LookupFunc) (string, []string) {
-	if strings.IndexByte(s, '$') < 0 {
-		return s, nil
-	}
-	e := expander{lookup: lookup}
-	out := e.expand(s)
-	return out, e.missing
-}
+// Nothing is ever run: there is no command substitution, arithmetic or globbing, and the
+// result is never given to a shell. The variables referred to without a default that are not
+// set are reported, in order of appearance, each once.
 
-// expansion expands the values of one configuration file: the environment references Expand
-// understands, and the predefined variables that VS Code and Cursor define for their MCP
+// expansion expands the values of one configuration file: the environment references above, and the predefined variables that VS Code and Cursor define for their MCP
 // configuration files, with the meaning they have there:
 //
 //	${env:NAME}                  the same as ${NAME}
@@ -103,7 +94,7 @@ func homeVar() string {
 type expander struct {
 	lookup  LookupFunc
 	missing []string
-	// predefined is nil for plain environment references (Expand).
+	// predefined is nil for plain environment references (the tests).
 	predefined *expansion
 	inputs     []string
 }
