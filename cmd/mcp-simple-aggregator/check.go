@@ -51,6 +51,9 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		case "disabled", "remote":
 			notes = append(notes, fmt.Sprintf("server %q is not started: %s", s.Key, s.Reason))
 		}
+		if s.LoginShellPath != "" {
+			notes = append(notes, fmt.Sprintf("server %q: its command %q is not in the aggregator's PATH; it was found in the login shell's PATH, which the server runs with: %s", s.Key, s.Command, s.LoginShellPath))
+		}
 		notes = append(notes, s.UnmatchedPatterns...)
 	}
 	if len(notes) > 0 {

@@ -124,6 +124,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer errw.Close(2 * time.Second)
 	stderr = errw
 	log := logging.New(stderr, level)
+	child.SetLog(log) // what the login shell says of its PATH, with --debug
 
 	cfg, warnings, err := config.Load(opts.configPath, os.LookupEnv)
 	for _, w := range warnings {

@@ -51,6 +51,9 @@ type ServerReport struct {
 	// InstructionsChars is the size of its instructions, in characters (UTF-16 code units,
 	// as the clients that cut them count).
 	InstructionsChars int `json:"instructionsChars"`
+	// LoginShellPath is the PATH of the user's login shell when the command was not in the
+	// aggregator's PATH and was found there: the server runs with it.
+	LoginShellPath string `json:"loginShellPath,omitempty"`
 }
 
 // ToolReport is one exposed tool and which clients accept its name.
@@ -128,6 +131,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			r.Tools = len(names) - r.HiddenTools
 			r.Prompts, r.Resources, r.Protocol = len(s.lists[kindPrompts]), len(s.lists[kindResources]), s.protocol
 			r.InstructionsChars = length(strings.TrimSpace(s.instructions))
+			r.LoginShellPath = s.proc.LoginShellPath()
 		} else {
 			r.Status, r.OK, r.Error = "failed", false, startFailure(sc.Key, errs[i], "could not start")
 			rep.OK = false

@@ -45,6 +45,9 @@ type Process struct {
 	exited     chan struct{}
 	err        error // the exit status, once exited is closed
 	plat       platform
+	// loginPath is the login shell's PATH when the command was found there (and the child
+	// runs with it), else "".
+	loginPath string
 
 	stopOnce sync.Once
 }
@@ -59,7 +62,7 @@ const drainTime = 200 * time.Millisecond
 // Start starts the child. Its stderr lines are written to stderr as "[key] line", one Write
 // each; stderr must not block (see forwardStderr).
 func Start(spec Spec, stderr io.Writer) (*Process, error) {
-	cmd, err := command(spec)
+	cmd, loginPath, err := command(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +84,12 @@ func Start(spec Spec, stderr io.Writer) (*Process, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = spec.Env // unless the command was found in the login shell's PATH
+	}
 	cmd.Dir = spec.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
+	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, loginPath: loginPath, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
 	p.plat.prepare(cmd)
 	err = cmd.Start()
 	// The child has its own copies of its ends of the pipes (or failed to start).
@@ -149,6 +154,10 @@ func (p *Process) Tail() []string {
 	}
 	return p.tail.lines()
 }
+
+// LoginShellPath is the PATH of the user's login shell when the command was not in the
+// aggregator's PATH but in that one, which the child then got as its PATH; "" otherwise.
+func (p *Process) LoginShellPath() string { return p.loginPath }
 
 // PID is the child's process ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
