@@ -73,6 +73,7 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		}
 		tw.Flush()
 	}
+	writeToolLimits(w, rep)
 	for _, a := range rep.Advice {
 		fmt.Fprintf(w, "\n%s\n", a)
 	}
@@ -93,6 +94,29 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		fmt.Fprintf(w, "; %d entries not started (disabled or remote)", skipped)
 	}
 	fmt.Fprintln(w, ".")
+}
+
+// writeToolLimits prints, when the tools pass a client's limit on their number, a line per
+// client with a known limit, and whether this file's tools pass it.
+func writeToolLimits(w io.Writer, rep *aggregator.Report) {
+	over := false
+	for _, l := range rep.ToolLimits {
+		over = over || l.Over
+	}
+	if !over {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "CLIENT\tMAX TOOLS\t%d TOOLS\n", len(rep.Tools))
+	for _, l := range rep.ToolLimits {
+		verdict := "ok"
+		if l.Over {
+			verdict = fmt.Sprintf("over by %d: %s", len(rep.Tools)-l.Max, l.Effect)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", l.Clients, l.Max, verdict)
+	}
+	tw.Flush()
 }
 
 func accepted(ok bool) string {

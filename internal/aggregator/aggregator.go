@@ -277,6 +277,9 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	if warning := nameWarning(cat, a.opts.Separator); warning != "" {
 		a.log.Warn(warning)
 	}
+	if warning := limitWarning(len(cat.order)); warning != "" { // limits.go
+		a.log.Warn(warning)
+	}
 	for _, w := range cat.warnings {
 		a.log.Warn(w)
 	}
