@@ -193,11 +193,13 @@ func convert(file, root string, servers genconfig.Servers, doc any) (*Config, []
 				srv.Command = *s.Command
 			}
 			maps.Copy(srv.Env, s.Env)
-			srv.Tools = NewFilter(file, root, key,
-				FilterField{Name: "includeTools", Patterns: s.IncludeTools},
-				FilterField{Name: "excludeTools", Patterns: s.ExcludeTools},
-				FilterField{Name: "disabledTools", Patterns: s.DisabledTools},
-			)
+			fields := []FilterField{
+				{Name: "includeTools", Patterns: s.IncludeTools},
+				{Name: "excludeTools", Patterns: s.ExcludeTools},
+				{Name: "disabledTools", Patterns: s.DisabledTools},
+			}
+			srv.Tools = NewFilter(file, root, key, fields...)
+			warnings = append(warnings, filterWarnings(file, root, key, fields...)...)
 			entries = append(entries, entry{server: srv, cwd: s.Cwd, envFile: s.EnvFile})
 		}
 	}
