@@ -271,9 +271,6 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 		a.log.Error(msg)
 		a.toClient(logNotification("error", msg))
 	}
-	if len(a.cfg.Servers) == 0 {
-		a.log.Warn(fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none); serving an empty list", a.cfg.File))
-	}
 	if warning := nameWarning(cat, a.opts.Separator); warning != "" {
 		a.log.Warn(warning)
 	}
