@@ -18,6 +18,7 @@
 //	catalog.go     the catalog: names, URIs, collisions
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself
 //	check.go       the check command
+//	limits.go      the clients' limits: how many tools, which names (Cursor)
 //
 // What the go-sdk still does: the client-side handshake (its ServerSession negotiates the
 // protocol version, records the client's initialize and answers it through

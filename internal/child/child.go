@@ -1,6 +1,8 @@
 // Package child runs one configured server as a child process: it starts the program directly
 // (never through a shell) with its own pipes, process group and parent-death signal, forwards
 // its stderr line by line, notices its exit at once, and stops it and everything it started.
+// A command that is not in the aggregator's PATH is looked up in the login shell's PATH, which
+// the shell is asked for once (loginshell.go): a desktop app's PATH is short.
 package child
 
 import (
