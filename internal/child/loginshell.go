@@ -29,8 +29,8 @@ var loginShellTimeout = 5 * time.Second
 // sets VSCODE_RESOLVING_ENVIRONMENT the same way).
 const loginShellVar = "MCP_SIMPLE_AGGREGATOR_RESOLVING_ENVIRONMENT"
 
-// LoginShell is what the user's login shell said of its PATH.
-type LoginShell struct {
+// loginShell is what the user's login shell said of its PATH.
+type loginShell struct {
 	// Shell is the program asked ($SHELL).
 	Shell string
 	// Path is its PATH; "" when it could not be had (Err says why).
@@ -42,7 +42,7 @@ type LoginShell struct {
 
 var (
 	loginMu    sync.Mutex
-	loginCache = map[string]*LoginShell{} // by shell: each is asked once
+	loginCache = map[string]*loginShell{} // by shell: each is asked once
 	logger     *slog.Logger
 )
 
@@ -66,7 +66,7 @@ func debugLog(msg string, args ...any) {
 
 // loginShellPath asks the login shell $SHELL for its PATH, once per shell for the life of
 // the process (later calls get the first answer). ok is false when there is no shell to ask.
-func loginShellPath() (ls *LoginShell, ok bool) {
+func loginShellPath() (ls *loginShell, ok bool) {
 	shell := os.Getenv("SHELL")
 	if shell == "" || !loginShellSupported {
 		return nil, false
@@ -92,9 +92,9 @@ func loginShellPath() (ls *LoginShell, ok bool) {
 // a terminal's shell reads) that prints its PATH between two markers; whatever its rc files
 // print around them, and on stderr, is ignored. It is given no input, and is ended with
 // everything it started when it takes longer than timeout.
-func askLoginShell(shell string, timeout time.Duration) *LoginShell {
+func askLoginShell(shell string, timeout time.Duration) *loginShell {
 	start := time.Now()
-	ls := &LoginShell{Shell: shell}
+	ls := &loginShell{Shell: shell}
 	var b [8]byte
 	rand.Read(b[:])
 	mark := "_MCP_SIMPLE_AGGREGATOR_" + hex.EncodeToString(b[:]) + "_"
