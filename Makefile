@@ -118,7 +118,8 @@ dist: $(GORELEASER) $(MCPB)
 
 # The proof that every channel of dist/ works, offline: the checksums, server.json and the
 # bundle manifests against their schemas, and the npm packages installed from their tarballs
-# into an empty prefix with --offline --ignore-scripts, holding an MCP session through npx.
+# into an empty prefix with --offline --ignore-scripts, holding an MCP session through npx; and
+# the MIT license declared and carried by every archive, package and bundle.
 dist-check:
 	cd dist && sha256sum -c checksums.txt
 	MCP_DIST_DIR="$(CURDIR)/dist" $(GO) test -count=1 -run '^TestDist' ./internal/dist

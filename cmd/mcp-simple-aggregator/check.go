@@ -51,6 +51,9 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		case "disabled", "remote":
 			notes = append(notes, fmt.Sprintf("server %q is not started: %s", s.Key, s.Reason))
 		}
+		if s.LoginShellPath != "" {
+			notes = append(notes, fmt.Sprintf("server %q: its command %q is not in the aggregator's PATH; it was found in the login shell's PATH, which the server runs with: %s", s.Key, s.Command, s.LoginShellPath))
+		}
 		notes = append(notes, s.UnmatchedPatterns...)
 	}
 	if len(notes) > 0 {
@@ -70,6 +73,7 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		}
 		tw.Flush()
 	}
+	writeToolLimits(w, rep)
 	for _, a := range rep.Advice {
 		fmt.Fprintf(w, "\n%s\n", a)
 	}
@@ -91,6 +95,29 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 	}
 	fmt.Fprintln(w, ".")
 	fmt.Fprintf(w, "Serving, %s.\n", rep.Restarts)
+}
+
+// writeToolLimits prints, when the tools pass a client's limit on their number, a line per
+// client with a known limit, and whether this file's tools pass it.
+func writeToolLimits(w io.Writer, rep *aggregator.Report) {
+	over := false
+	for _, l := range rep.ToolLimits {
+		over = over || l.Over
+	}
+	if !over {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "CLIENT\tMAX TOOLS\t%d TOOLS\n", len(rep.Tools))
+	for _, l := range rep.ToolLimits {
+		verdict := "ok"
+		if l.Over {
+			verdict = fmt.Sprintf("over by %d: %s", len(rep.Tools)-l.Max, l.Effect)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", l.Clients, l.Max, verdict)
+	}
+	tw.Flush()
 }
 
 func accepted(ok bool) string {

@@ -44,7 +44,9 @@ Example FILE (the format of claude_desktop_config.json and .mcp.json):
 
 "$VAR", "${VAR}" and "${VAR:-default}" in "command", "args" and "env" values are
 replaced by environment variables; "$$" is a literal "$". A variable that is not
-set stops the start-up with its name.
+set stops the start-up with its name. VS Code's own format ("servers") is read
+too, with the variables VS Code and Cursor define: ${env:NAME}, ${userHome},
+${workspaceFolder}, ${workspaceFolderBasename}, ${pathSeparator} and ${/}.
 
 Clients that call the Anthropic or OpenAI APIs (Claude Desktop, Cursor, ...)
 reject ":" in tool names: use --separator __ for them.

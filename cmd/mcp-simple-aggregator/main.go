@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -63,6 +64,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer errw.Close(2 * time.Second)
 	stderr = errw
 	log := logging.New(stderr, level)
+	child.SetLog(log) // what the login shell says of its PATH, with --debug
 
 	cfg, warnings, err := config.Load(opts.configPath, os.LookupEnv)
 	for _, w := range warnings {
@@ -73,6 +75,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
+	if !opts.check { // check reports it in its own way
+		if w := nothingToStart(cfg); w != "" {
+			log.Warn(w)
+		}
+	}
 
 	// The watchdog ends the servers' process groups if this process is killed before it can.
 	if exe, err := os.Executable(); err != nil {
@@ -129,6 +136,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// nothingToStart is the warning, said at start-up before any client connects, for a
+// configuration with no server to start, naming the entries and why each is skipped; "" when
+// there are servers to start.
+func nothingToStart(cfg *config.Config) string {
+	if len(cfg.Servers) > 0 {
+		return ""
+	}
+	var skipped []string
+	for _, sk := range cfg.Skipped {
+		skipped = append(skipped, fmt.Sprintf("%q (%s)", sk.Key, sk.Reason))
+	}
+	why := ""
+	if len(skipped) > 0 {
+		why = ": " + strings.Join(skipped, ", ")
+	}
+	return fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none); serving an empty list%s", cfg.File, why)
 }
 
 // watchDebounce is how long the watcher waits after the last change of a burst (an editor's

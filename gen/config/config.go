@@ -4,22 +4,27 @@ package config
 
 // The configuration file of mcp-simple-aggregator: the same file Claude Desktop,
 // Claude Code and other MCP clients read (for example claude_desktop_config.json
-// or .mcp.json). Only the "mcpServers" object is read; every other top-level key
-// ("globalShortcut", "preferences", ...) is allowed and ignored, so the program
-// can be pointed at a real client config.
+// or .mcp.json), or VS Code's own .vscode/mcp.json. The servers are read from the
+// "mcpServers" object or, in VS Code's format, from the "servers" object; every
+// other top-level key ("globalShortcut", "preferences", ...) is allowed and
+// ignored, so the program can be pointed at a real client config.
 type Config struct {
-	// The servers to start and aggregate, by key. The key is kept exactly as written
-	// and becomes the prefix of every tool the server offers: the tool "search_code"
-	// of the server "sourcebot" is exposed as "sourcebot:search_code" (the separator
-	// is set with --separator). Keys may contain any character but must not be empty.
-	McpServers ConfigMcpServers `json:"mcpServers"`
-}
+	// The values VS Code asks the user for when it starts a server, referred to as
+	// ${input:ID}. Accepted, whatever its value, and ignored: outside the editor
+	// nobody can be asked, so a server that refers to an input is a configuration
+	// error that says so.
+	Inputs interface{} `json:"inputs,omitempty,omitzero"`
 
-// The servers to start and aggregate, by key. The key is kept exactly as written
-// and becomes the prefix of every tool the server offers: the tool "search_code"
-// of the server "sourcebot" is exposed as "sourcebot:search_code" (the separator
-// is set with --separator). Keys may contain any character but must not be empty.
-type ConfigMcpServers map[string]Server
+	// The servers to start and aggregate, by key, in the format of Claude Desktop,
+	// Claude Code, Cursor and most clients. When the file has both "mcpServers" and
+	// "servers", "mcpServers" is used and "servers" is ignored with a warning.
+	McpServers Servers `json:"mcpServers,omitempty,omitzero"`
+
+	// The servers in VS Code's own format (.vscode/mcp.json), read exactly like
+	// "mcpServers" (VS Code's "type": "stdio" is a stdio server) when the file has no
+	// "mcpServers".
+	Servers Servers `json:"servers,omitempty,omitzero"`
+}
 
 // One MCP server, started as a child process that speaks MCP over its standard
 // input and output (the stdio transport). An entry reached over the network (a
@@ -62,6 +67,11 @@ type Server struct {
 	// A note about the server for people (Gemini CLI). It concerns the client, not
 	// the aggregator: accepted, whatever its value, and ignored.
 	Description interface{} `json:"description,omitempty,omitzero"`
+
+	// Files to watch and a debugger to attach while developing the server (VS Code;
+	// mcp-hub has a field of the same name). It concerns the client, not the
+	// aggregator: accepted, whatever its value, and ignored.
+	Dev interface{} `json:"dev,omitempty,omitzero"`
 
 	// true switches the server off, as in Cline, Roo Code, Kilo Code, 1MCP and
 	// mcp-hub: the entry is still checked against this schema, but its environment
@@ -163,3 +173,9 @@ type Server struct {
 // environment (these win). Values are strings; environment references in them are
 // expanded.
 type ServerEnv map[string]string
+
+// The servers to start and aggregate, by key. The key is kept exactly as written
+// and becomes the prefix of every tool the server offers: the tool "search_code"
+// of the server "sourcebot" is exposed as "sourcebot:search_code" (the separator
+// is set with --separator). Keys may contain any character but must not be empty.
+type Servers map[string]Server

@@ -18,6 +18,7 @@
 //	catalog.go     the catalog: names, URIs, collisions
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself
 //	check.go       the check command
+//	limits.go      the clients' limits: how many tools, which names (Cursor)
 //
 // What the go-sdk still does: the client-side handshake (its ServerSession negotiates the
 // protocol version, records the client's initialize and answers it through
@@ -257,10 +258,10 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	for _, res := range failed {
 		a.report("error", cfg.File+": "+res.failure("could not start and stays down (the other servers are served)"))
 	}
-	if len(cfg.Servers) == 0 {
-		a.log.Warn(fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none); serving an empty list", cfg.File))
-	}
 	if warning := nameWarning(cat, a.opts.Separator); warning != "" {
+		a.log.Warn(warning)
+	}
+	if warning := limitWarning(len(cat.order)); warning != "" { // limits.go
 		a.log.Warn(warning)
 	}
 	for _, s := range cat.servers {

@@ -3,7 +3,6 @@ package aggregator
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -18,8 +17,12 @@ type Report struct {
 	Tools   []ToolReport   `json:"tools"`
 	// Problems are failures that belong to no single server (colliding names).
 	Problems []string `json:"problems,omitempty"`
-	// Advice says how to make rejected names acceptable.
+	// Advice says how to make rejected names acceptable, and how to stay within the clients'
+	// limits on the number of tools.
 	Advice []string `json:"advice,omitempty"`
+	// ToolLimits are the known limits of clients on the number of tools (limits.go), each
+	// marked when the tools exposed pass it.
+	ToolLimits []ToolLimitReport `json:"toolLimits"`
 	// Instructions is what a client that does not cut them gets as the aggregator's
 	// instructions; InstructionsClaudeCode what Claude Code gets (fitted to its limit).
 	Instructions           string `json:"instructions,omitempty"`
@@ -52,6 +55,9 @@ type ServerReport struct {
 	// InstructionsChars is the size of its instructions, in characters (UTF-16 code units,
 	// as the clients that cut them count).
 	InstructionsChars int `json:"instructionsChars"`
+	// LoginShellPath is the PATH of the user's login shell when the command was not in the
+	// aggregator's PATH and was found there: the server runs with it.
+	LoginShellPath string `json:"loginShellPath,omitempty"`
 }
 
 // ToolReport is one exposed tool and which clients accept its name.
@@ -64,19 +70,6 @@ type ToolReport struct {
 	API bool `json:"anthropicOpenAI"`
 	// Cursor reports whether Cursor keeps the tool (see cursorKeeps).
 	Cursor bool `json:"cursor"`
-}
-
-// cursorChars are the characters Cursor keeps in tool names.
-var cursorChars = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-
-// cursorLimit is Cursor's limit on a server entry's name and a tool's name together.
-const cursorLimit = 60
-
-// cursorKeeps reports whether Cursor keeps the tool name offered by the server entry named
-// entry (the aggregator's, in Cursor's configuration): letters, digits and _, and the two
-// names together at most 60 characters.
-func cursorKeeps(entry, name string) bool {
-	return cursorChars.MatchString(name) && len(entry)+len(name) <= cursorLimit
 }
 
 // Check starts every server of cfg in parallel, exactly as serving does, reports how each one
@@ -122,6 +115,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			r.Tools = len(names) - r.HiddenTools
 			r.Prompts, r.Resources, r.Protocol = len(s.lists[kindPrompts]), len(s.lists[kindResources]), s.protocol
 			r.InstructionsChars = length(strings.TrimSpace(s.instructions))
+			r.LoginShellPath = s.proc.LoginShellPath()
 		} else {
 			r.Status, r.OK, r.Error = "failed", false, res.failure("could not start")
 			rep.OK = false
@@ -163,6 +157,10 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			"and at most %d characters for its server entry's name and the tool's together (%d are left here for an entry named %q; "+
 			"give yours with --cursor-name); to avoid it, use --separator __ and short server keys of letters, digits and _",
 			cursorBad, cursorLimit, max(cursorLimit-len(entry), 0), entry))
+	}
+	rep.ToolLimits = toolLimitReports(len(cat.order))
+	if w := limitWarning(len(cat.order)); w != "" {
+		rep.Advice = append(rep.Advice, w)
 	}
 	for _, t := range cat.order {
 		rep.Tools = append(rep.Tools, ToolReport{

@@ -14,7 +14,7 @@ func TestPlan(t *testing.T) {
 		return config.Server{Key: key, Command: "srv", Args: args}
 	}
 	filtered := entry("f")
-	filtered.Tools = config.NewFilter("c.json", "f", config.FilterField{Name: "excludeTools", Patterns: []string{"x"}})
+	filtered.Tools = config.NewFilter("c.json", "mcpServers", "f", config.FilterField{Name: "excludeTools", Patterns: []string{"x"}})
 	current := map[string]slotView{
 		"same":     {cfg: entry("same"), state: serving},
 		"changed":  {cfg: entry("changed", "-a"), state: serving},

@@ -1,6 +1,8 @@
 // Package child runs one configured server as a child process: it starts the program directly
 // (never through a shell) with its own pipes, process group and parent-death signal, forwards
 // its stderr line by line, notices its exit at once, and stops it and everything it started.
+// A command that is not in the aggregator's PATH is looked up in the login shell's PATH, which
+// the shell is asked for once (loginshell.go): a desktop app's PATH is short.
 package child
 
 import (
@@ -45,6 +47,9 @@ type Process struct {
 	exited     chan struct{}
 	err        error // the exit status, once exited is closed
 	plat       platform
+	// loginPath is the login shell's PATH when the command was found there (and the child
+	// runs with it), else "".
+	loginPath string
 
 	stopOnce sync.Once
 }
@@ -59,7 +64,7 @@ const drainTime = 200 * time.Millisecond
 // Start starts the child. Its stderr lines are written to stderr as "[key] line", one Write
 // each; stderr must not block (see forwardStderr).
 func Start(spec Spec, stderr io.Writer) (*Process, error) {
-	cmd, err := command(spec)
+	cmd, loginPath, err := command(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +86,12 @@ func Start(spec Spec, stderr io.Writer) (*Process, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = spec.Env // unless the command was found in the login shell's PATH
+	}
 	cmd.Dir = spec.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
+	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, loginPath: loginPath, exited: make(chan struct{}), tail: newTail(TailLines), stderrDone: make(chan struct{})}
 	p.plat.prepare(cmd)
 	err = cmd.Start()
 	// The child has its own copies of its ends of the pipes (or failed to start).
@@ -149,6 +156,10 @@ func (p *Process) Tail() []string {
 	}
 	return p.tail.lines()
 }
+
+// LoginShellPath is the PATH of the user's login shell when the command was not in the
+// aggregator's PATH but in that one, which the child then got as its PATH; "" otherwise.
+func (p *Process) LoginShellPath() string { return p.loginPath }
 
 // PID is the child's process ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }

@@ -65,7 +65,7 @@ func TestCommandLooksUpTheEnvPath(t *testing.T) {
 	makeExecutable(t, os.Getenv("PATH"), "prog")
 
 	spec := Spec{Command: "prog", Args: []string{"a", "b c"}, Env: []string{"PATH=" + pathList("", "relative", empty, withDir, found, empty)}}
-	cmd, err := command(spec)
+	cmd, _, err := command(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +85,14 @@ func TestCommandSkipsRelativePathEntries(t *testing.T) {
 	makeExecutable(t, ".", "prog")
 	t.Setenv("PATH", t.TempDir())
 	path := pathList("rel", ".", "")
-	_, err := command(Spec{Command: "prog", Env: []string{"PATH=" + path}})
+	_, _, err := command(Spec{Command: "prog", Env: []string{"PATH=" + path}})
 	if !errors.Is(err, exec.ErrNotFound) {
 		t.Fatalf("command() error = %v, want one that wraps exec.ErrNotFound", err)
 	}
 
 	// An absolute entry after them is searched.
 	want := makeExecutable(t, filepath.Join(dir, "abs"), "prog")
-	cmd, err := command(Spec{Command: "prog", Env: []string{"PATH=" + pathList("rel", filepath.Join(dir, "abs"))}})
+	cmd, _, err := command(Spec{Command: "prog", Env: []string{"PATH=" + pathList("rel", filepath.Join(dir, "abs"))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestCommandNotFoundNamesTheEnvPath(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	t.Setenv("PATH", t.TempDir())
 	path := pathList(a, b)
-	_, err := command(Spec{Command: "prog", Env: []string{"HOME=/h", "PATH=" + path}})
+	_, _, err := command(Spec{Command: "prog", Env: []string{"HOME=/h", "PATH=" + path}})
 	if !errors.Is(err, exec.ErrNotFound) {
 		t.Fatalf("command() error = %v, want one that wraps exec.ErrNotFound", err)
 	}
@@ -130,7 +130,7 @@ func TestCommandWithASeparatorIsUsedAsIs(t *testing.T) {
 		filepath.Join(dir, "sub", "prog"),
 		filepath.Join(dir, "missing", "prog"),
 	} {
-		cmd, err := command(Spec{Command: name, Args: []string{"x"}, Env: []string{"PATH=" + dir}})
+		cmd, _, err := command(Spec{Command: name, Args: []string{"x"}, Env: []string{"PATH=" + dir}})
 		if err != nil {
 			t.Errorf("command(%q): %v", name, err)
 			continue
@@ -153,7 +153,7 @@ func TestCommandWithoutItsOwnPathUsesTheProcessPath(t *testing.T) {
 		// The same PATH as the process's.
 		{"PATH=" + dir},
 	} {
-		cmd, err := command(Spec{Command: "prog", Env: env})
+		cmd, _, err := command(Spec{Command: "prog", Env: env})
 		if err != nil {
 			t.Errorf("env %q: %v", env, err)
 			continue

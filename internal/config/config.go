@@ -21,7 +21,7 @@ type Config struct {
 	Skipped []Skipped
 }
 
-// Skipped is an entry of "mcpServers" that is not started.
+// Skipped is an entry of "mcpServers" (or VS Code's "servers") that is not started.
 type Skipped struct {
 	// Key is the entry's key in "mcpServers", exactly as written.
 	Key string
@@ -120,7 +120,7 @@ func pointer(tokens ...string) string {
 // serverPrefix names the server a pointer is about, so that the key is readable even when the
 // pointer has to escape it.
 func serverPrefix(tokens []string) string {
-	if len(tokens) >= 2 && tokens[0] == "mcpServers" {
+	if len(tokens) >= 2 && (tokens[0] == "mcpServers" || tokens[0] == vscodeRoot) {
 		return fmt.Sprintf("server %q: ", tokens[1])
 	}
 	return ""

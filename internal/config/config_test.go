@@ -200,11 +200,38 @@ func TestKnownServerFields(t *testing.T) {
 	got := slices.Sorted(maps.Keys(knownServerFields))
 	want := []string{
 		"alwaysAllow", "alwaysLoad", "args", "autoApprove", "command", "cwd", "description",
-		"disabled", "disabledTools", "enabled", "env", "envFile", "excludeTools", "httpUrl",
+		"dev", "disabled", "disabledTools", "enabled", "env", "envFile", "excludeTools", "httpUrl",
 		"includeTools", "serverUrl", "tags", "tcp", "timeout", "transportType", "trust", "type",
 		"url", "watchPaths",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("server fields in the schema = %v, want %v", got, want)
+	}
+}
+
+// ${workspaceFolder} is the workspace a VS Code or Cursor file belongs to: the directory above
+// .vscode or .cursor, else the file's own directory.
+func TestWorkspaceFolder(t *testing.T) {
+	root := t.TempDir()
+	for _, c := range []struct{ dir, want string }{
+		{filepath.Join(root, "proj", ".vscode"), filepath.Join(root, "proj")},
+		{filepath.Join(root, "other", ".cursor"), filepath.Join(root, "other")},
+		{filepath.Join(root, "plain"), filepath.Join(root, "plain")},
+	} {
+		if err := os.MkdirAll(c.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(c.dir, "mcp.json")
+		data := `{"servers": {"a": {"type": "stdio", "command": "x", "args": ["${workspaceFolder}", "${workspaceFolderBasename}"]}}}`
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := Load(path, lookupIn(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := cfg.Servers[0].Args, []string{c.want, filepath.Base(c.want)}; !slices.Equal(got, want) {
+			t.Errorf("%s: ${workspaceFolder}, ${workspaceFolderBasename} = %q, want %q", path, got, want)
+		}
 	}
 }

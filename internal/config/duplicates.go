@@ -61,8 +61,8 @@ func duplicateKeys(file string, data []byte) []Warning {
 				path = append(path, key)
 				if f.seen[key] {
 					msg := serverPrefix(path) + fmt.Sprintf("the key %q appears more than once in this object, and only its last value is used; remove the others", key)
-					if len(path) == 2 && path[0] == "mcpServers" {
-						msg = fmt.Sprintf("server %q appears more than once in \"mcpServers\", and only its last entry is used; remove or rename the others", key)
+					if len(path) == 2 && (path[0] == "mcpServers" || path[0] == vscodeRoot) {
+						msg = fmt.Sprintf("server %q appears more than once in %q, and only its last entry is used; remove or rename the others", key, path[0])
 					}
 					warnings = append(warnings, Warning{File: file, Problem: Problem{Pointer: pointer(path...), Message: msg}})
 				}

@@ -53,7 +53,7 @@ func TestExamplesLoad(t *testing.T) {
 	}
 }
 
-// The examples for Cline, Roo Code and Gemini CLI users mean what the README says they mean.
+// The examples for Cline, Roo Code, Gemini CLI and VS Code users mean what the README says they mean.
 func TestClientExamples(t *testing.T) {
 	servers, err := filepath.Abs("../../examples/servers")
 	if err != nil {
@@ -86,6 +86,13 @@ func TestClientExamples(t *testing.T) {
 				{Key: "search", Pointer: "/mcpServers/search/httpUrl", Remote: true, Reason: `remote server ("httpUrl"): only stdio servers are served`},
 			},
 		},
+		{
+			// VS Code's own format; ${workspaceFolder} is examples, the directory above .vscode.
+			file:    ".vscode/mcp.json",
+			servers: []string{"calc", "notes"},
+			hidden:  map[string][]string{"calc": {"divide"}},
+			shown:   map[string][]string{"calc": {"add", "sqrt"}, "notes": {"add_note", "list_notes"}},
+		},
 	}
 	for _, tt := range tests {
 		cfg, _, err := Load(filepath.Join("../../examples", tt.file), env)
@@ -111,6 +118,9 @@ func TestClientExamples(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.servers, keys); diff != "" {
 			t.Errorf("%s: servers (-want +got):\n%s", tt.file, diff)
+		}
+		if tt.file == ".vscode/mcp.json" && cfg.Servers[1].Env["NOTES_GREETING"] != "Hi from examples" {
+			t.Errorf("%s: NOTES_GREETING = %q, want the user and the workspace", tt.file, cfg.Servers[1].Env["NOTES_GREETING"])
 		}
 		if diff := cmp.Diff(tt.skipped, cfg.Skipped); diff != "" {
 			t.Errorf("%s: skipped (-want +got):\n%s", tt.file, diff)

@@ -54,9 +54,9 @@ func TestExpand(t *testing.T) {
 		{"ü$A€", "üalpha€", nil},
 	}
 	for _, tt := range tests {
-		got, missing := Expand(tt.in, env)
+		got, missing := expandEnv(tt.in, env)
 		if got != tt.want || !slices.Equal(missing, tt.missing) {
-			t.Errorf("Expand(%q) = %q, missing %q; want %q, missing %q", tt.in, got, missing, tt.want, tt.missing)
+			t.Errorf("expandEnv(%q) = %q, missing %q; want %q, missing %q", tt.in, got, missing, tt.want, tt.missing)
 		}
 	}
 }
@@ -69,20 +69,20 @@ func FuzzExpand(f *testing.F) {
 		setAll := func(name string) (string, bool) { return "<" + name + ">", true }
 		setNone := func(string) (string, bool) { return "", false }
 
-		out, missing := Expand(s, setAll)
+		out, missing := expandEnv(s, setAll)
 		if len(missing) != 0 {
-			t.Fatalf("Expand(%q) with every variable set reported missing %q", s, missing)
+			t.Fatalf("expandEnv(%q) with every variable set reported missing %q", s, missing)
 		}
 		if !strings.Contains(s, "$") && out != s {
-			t.Fatalf("Expand(%q) = %q, want the input unchanged", s, out)
+			t.Fatalf("expandEnv(%q) = %q, want the input unchanged", s, out)
 		}
-		if again, _ := Expand(s, setAll); again != out {
-			t.Fatalf("Expand(%q) is not deterministic: %q then %q", s, out, again)
+		if again, _ := expandEnv(s, setAll); again != out {
+			t.Fatalf("expandEnv(%q) is not deterministic: %q then %q", s, out, again)
 		}
-		_, missing = Expand(s, setNone)
+		_, missing = expandEnv(s, setNone)
 		for i, name := range missing {
 			if !strings.Contains(s, name) || name == "" || !isNameStart(name[0]) || slices.Contains(missing[:i], name) {
-				t.Fatalf("Expand(%q) reported missing %q: not a distinct name from the input", s, missing)
+				t.Fatalf("expandEnv(%q) reported missing %q: not a distinct name from the input", s, missing)
 			}
 		}
 	})
@@ -101,6 +101,8 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"a": {"type": "http", "url": "http://x"}, "b": {"httpUrl": "h"}, "c": {"serverUrl": "s"}, "d": {"tcp": "t"}}}`,
 		`{"mcpServers": {"a": {"command": "x", "includeTools": ["a*"], "excludeTools": ["*b"], "disabledTools": []}}}`,
 		`{"mcpServers": {"a": {"command": "x", "cwd": "~", "envFile": "nope.env", "comand": 1, "Disabled": true}}}`,
+		`{"servers": {"a": {"type": "stdio", "command": "${userHome}${/}x", "args": ["${env:A}", "${input:t}", "${workspaceFolder}"]}}, "inputs": []}`,
+		`{"mcpServers": {"a": {"command": "x"}}, "servers": {"a": {"command": "y", "dev": {}}, "a": {}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -113,7 +115,7 @@ func FuzzParse(f *testing.F) {
 			if !strings.HasPrefix(w.String(), "c.json: /") {
 				t.Fatalf("warning %q does not name the file and a JSON Pointer", w)
 			}
-			if tokens := strings.Split(w.Pointer, "/"); len(tokens) > 2 && tokens[1] == "mcpServers" && !strings.Contains(w.Message, "server ") {
+			if tokens := strings.Split(w.Pointer, "/"); len(tokens) > 2 && (tokens[1] == "mcpServers" || tokens[1] == "servers") && !strings.Contains(w.Message, "server ") {
 				t.Fatalf("warning %q is about a server entry and does not name the server", w)
 			}
 		}
@@ -137,7 +139,7 @@ func FuzzParse(f *testing.F) {
 			keys[s.Key] = true
 		}
 		for i, s := range cfg.Skipped {
-			if keys[s.Key] || !strings.HasPrefix(s.Pointer, pointer("mcpServers", s.Key)+"/") || s.Reason == "" {
+			if keys[s.Key] || !strings.HasPrefix(s.Pointer, pointer("mcpServers", s.Key)+"/") && !strings.HasPrefix(s.Pointer, pointer("servers", s.Key)+"/") || s.Reason == "" {
 				t.Fatalf("skipped entry %d: %+v: started too, or no pointer into it, or no reason", i, s)
 			}
 			if i > 0 && cfg.Skipped[i-1].Key >= s.Key {
@@ -145,4 +147,11 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// expandEnv expands the environment references of s alone, without the predefined variables
+// of VS Code and Cursor.
+func expandEnv(s string, lookup LookupFunc) (string, []string) {
+	e := expander{lookup: lookup}
+	return e.expand(s), e.missing
 }

@@ -41,9 +41,10 @@ type FilterField struct {
 	Patterns []string
 }
 
-// NewFilter compiles the filter fields of the server key of file. Patterns of "includeTools"
+// NewFilter compiles the filter fields of the server key of file, whose servers are in the
+// top-level object root ("mcpServers", or VS Code's "servers"). Patterns of "includeTools"
 // select; those of every other field exclude.
-func NewFilter(file, key string, fields ...FilterField) Filter {
+func NewFilter(file, root, key string, fields ...FilterField) Filter {
 	f := Filter{key: key}
 	for _, field := range fields {
 		if field.Patterns == nil {
@@ -57,7 +58,7 @@ func NewFilter(file, key string, fields ...FilterField) Filter {
 		for i, text := range field.Patterns {
 			p := pattern{
 				field:   field.Name,
-				pointer: pointer("mcpServers", key, field.Name, fmt.Sprint(i)),
+				pointer: pointer(root, key, field.Name, fmt.Sprint(i)),
 				text:    text,
 				why:     fmt.Sprintf("hidden by %q (%q) in %s", field.Name, text, file),
 			}

@@ -25,7 +25,7 @@ func TestPatternMatch(t *testing.T) {
 		{"ü*€", []string{"ü€", "üx€"}, []string{"ü"}},
 	}
 	for _, tt := range tests {
-		f := NewFilter("c.json", "s", FilterField{Name: "excludeTools", Patterns: []string{tt.pattern}})
+		f := NewFilter("c.json", "mcpServers", "s", FilterField{Name: "excludeTools", Patterns: []string{tt.pattern}})
 		for _, name := range tt.match {
 			if _, hidden := f.Hidden(name); !hidden {
 				t.Errorf("pattern %q does not match %q, want it to", tt.pattern, name)
@@ -40,7 +40,7 @@ func TestPatternMatch(t *testing.T) {
 }
 
 func TestFilterHidden(t *testing.T) {
-	f := NewFilter("/home/u/config.json", "gh",
+	f := NewFilter("/home/u/config.json", "mcpServers", "gh",
 		FilterField{Name: "includeTools", Patterns: []string{"get_*", "delete_repo", "search"}},
 		FilterField{Name: "excludeTools", Patterns: []string{"get_secret", "delete_*"}},
 		FilterField{Name: "disabledTools", Patterns: []string{"search"}},
@@ -65,24 +65,24 @@ func TestFilterHidden(t *testing.T) {
 	}
 
 	// An empty "includeTools" lists nothing, so it hides everything (as in Gemini CLI).
-	none := NewFilter("c.json", "s", FilterField{Name: "includeTools", Patterns: []string{}})
+	none := NewFilter("c.json", "mcpServers", "s", FilterField{Name: "includeTools", Patterns: []string{}})
 	if _, hidden := none.Hidden("anything"); !hidden || none.Empty() {
 		t.Errorf("empty includeTools: Hidden = %v, Empty = %v; want true, false", hidden, none.Empty())
 	}
 	// Absent fields hide nothing.
-	for _, f := range []Filter{{}, NewFilter("c.json", "s"), NewFilter("c.json", "s", FilterField{Name: "excludeTools"})} {
+	for _, f := range []Filter{{}, NewFilter("c.json", "mcpServers", "s"), NewFilter("c.json", "mcpServers", "s", FilterField{Name: "excludeTools"})} {
 		if why, hidden := f.Hidden("anything"); hidden || why != "" || !f.Empty() {
 			t.Errorf("no filter: Hidden = %q, %v, Empty = %v; want \"\", false, true", why, hidden, f.Empty())
 		}
 	}
 	// An empty exclusion list hides nothing either, but it was given.
-	if f := NewFilter("c.json", "s", FilterField{Name: "excludeTools", Patterns: []string{}}); !f.Empty() {
+	if f := NewFilter("c.json", "mcpServers", "s", FilterField{Name: "excludeTools", Patterns: []string{}}); !f.Empty() {
 		t.Errorf("empty excludeTools: Empty = false, want true")
 	}
 }
 
 func TestFilterUnmatched(t *testing.T) {
-	f := NewFilter("c.json", "gh",
+	f := NewFilter("c.json", "mcpServers", "gh",
 		FilterField{Name: "includeTools", Patterns: []string{"get_*", "list_*"}},
 		FilterField{Name: "excludeTools", Patterns: []string{"get_me", "delete_*", "get_mee"}},
 		FilterField{Name: "disabledTools", Patterns: []string{"*"}},
@@ -102,7 +102,7 @@ func TestFilterUnmatched(t *testing.T) {
 	if got := (Filter{}).Unmatched([]string{"a"}); got != nil {
 		t.Errorf("Unmatched of no filter = %v, want nil", got)
 	}
-	key := NewFilter("c.json", "a/b~", FilterField{Name: "excludeTools", Patterns: []string{"x"}}).Unmatched(nil)
+	key := NewFilter("c.json", "mcpServers", "a/b~", FilterField{Name: "excludeTools", Patterns: []string{"x"}}).Unmatched(nil)
 	if len(key) != 1 || key[0].Pointer != "/mcpServers/a~1b~0/excludeTools/0" {
 		t.Errorf("Unmatched pointer for key %q = %v, want it escaped", "a/b~", key)
 	}
@@ -111,7 +111,7 @@ func TestFilterUnmatched(t *testing.T) {
 // Hidden runs on every call and every listing: it must not allocate, whether the tool is
 // hidden or not.
 func TestFilterHiddenAllocs(t *testing.T) {
-	exact := NewFilter("c.json", "s",
+	exact := NewFilter("c.json", "mcpServers", "s",
 		FilterField{Name: "includeTools", Patterns: []string{"a", "b", "c"}},
 		FilterField{Name: "excludeTools", Patterns: []string{"b", "x_*_y"}},
 	)
@@ -133,7 +133,7 @@ func TestFilterHiddenAllocs(t *testing.T) {
 }
 
 func BenchmarkFilterHidden(b *testing.B) {
-	f := NewFilter("c.json", "s",
+	f := NewFilter("c.json", "mcpServers", "s",
 		FilterField{Name: "excludeTools", Patterns: []string{"delete_*", "write_file", "move_file"}},
 	)
 	for b.Loop() {

@@ -42,20 +42,26 @@ func Parse(file string, data []byte, lookup LookupFunc) (*Config, []Warning, err
 	if err != nil {
 		return nil, nil, err
 	}
-	warnings := append(duplicateKeys(file, data), fieldWarnings(file, doc)...)
+	root, rootWarnings := serversRoot(file, doc)
+	warnings := append(duplicateKeys(file, data), rootWarnings...)
+	warnings = append(warnings, fieldWarnings(file, root, doc)...)
 	if problems := validate(doc); len(problems) > 0 {
 		// The ignored fields are reported too: a misspelt "comand" explains a missing
 		// "command".
 		return nil, warnings, &Error{File: file, Problems: problems}
 	}
 	var raw genconfig.Config
-	if err := decode(doc, &raw); err != nil {
+	if err := decode(doc, root, &raw); err != nil {
 		// The schema accepted the document, so the generated types must accept it too.
 		return nil, nil, fmt.Errorf("%s: decoding a valid configuration failed (please report this): %w", file, err)
 	}
-	cfg, entries, skipped := convert(file, raw, doc)
+	servers := raw.McpServers
+	if root == vscodeRoot {
+		servers = raw.Servers
+	}
+	cfg, entries, skipped := convert(file, root, servers, doc)
 	warnings = append(warnings, skipped...)
-	if err := expand(cfg, entries, lookup); err != nil {
+	if err := expand(cfg, root, entries, newExpansion(file, lookup)); err != nil {
 		return nil, warnings, err
 	}
 	return cfg, warnings, nil
@@ -123,10 +129,10 @@ func syntaxError(file string, data []byte, se *json.SyntaxError) error {
 // schema describes. encoding/json matches names without regard to case, so decoding the file
 // itself would read "Disabled" or "envfile" as the fields they resemble, which the schema
 // (and every client) tells apart and which are reported as ignored.
-func decode(doc any, raw *genconfig.Config) error {
+func decode(doc any, root string, raw *genconfig.Config) error {
 	servers := map[string]any{}
 	top, _ := doc.(map[string]any)
-	docServers, _ := top["mcpServers"].(map[string]any)
+	docServers, _ := top[root].(map[string]any)
 	for key, entry := range docServers {
 		fields, _ := entry.(map[string]any)
 		known := map[string]any{}
@@ -137,7 +143,7 @@ func decode(doc any, raw *genconfig.Config) error {
 		}
 		servers[key] = known
 	}
-	data, err := json.Marshal(map[string]any{"mcpServers": servers})
+	data, err := json.Marshal(map[string]any{root: servers})
 	if err != nil {
 		return err
 	}
@@ -153,28 +159,28 @@ type entry struct {
 
 // convert turns the generated types into the domain types, sorted by key: the entries to start
 // (not yet expanded), and those that are skipped; each remote entry gets a warning.
-func convert(file string, raw genconfig.Config, doc any) (*Config, []entry, []Warning) {
+func convert(file, root string, servers genconfig.Servers, doc any) (*Config, []entry, []Warning) {
 	cfg := &Config{File: file}
 	var (
 		entries  []entry
 		warnings []Warning
 	)
-	docServers, _ := doc.(map[string]any)["mcpServers"].(map[string]any)
-	for _, key := range slices.Sorted(maps.Keys(raw.McpServers)) {
-		s := raw.McpServers[key]
+	docServers, _ := doc.(map[string]any)[root].(map[string]any)
+	for _, key := range slices.Sorted(maps.Keys(servers)) {
+		s := servers[key]
 		remote := remoteField(docServers[key])
 		switch {
 		case s.Disabled != nil && *s.Disabled:
-			cfg.Skipped = append(cfg.Skipped, Skipped{Key: key, Pointer: pointer("mcpServers", key, "disabled"), Reason: `"disabled": true`})
+			cfg.Skipped = append(cfg.Skipped, Skipped{Key: key, Pointer: pointer(root, key, "disabled"), Reason: `"disabled": true`})
 		case s.Enabled != nil && !*s.Enabled:
-			cfg.Skipped = append(cfg.Skipped, Skipped{Key: key, Pointer: pointer("mcpServers", key, "enabled"), Reason: `"enabled": false`})
+			cfg.Skipped = append(cfg.Skipped, Skipped{Key: key, Pointer: pointer(root, key, "enabled"), Reason: `"enabled": false`})
 		case remote != "":
 			// The address may carry a token, so only the transport's name is quoted.
 			what := fmt.Sprintf("%q", remote)
 			if remote == "type" && s.Type != nil {
 				what = fmt.Sprintf("%q: %q", remote, *s.Type)
 			}
-			skip := Skipped{Key: key, Pointer: pointer("mcpServers", key, remote), Remote: true,
+			skip := Skipped{Key: key, Pointer: pointer(root, key, remote), Remote: true,
 				Reason: fmt.Sprintf("remote server (%s): only stdio servers are served", what)}
 			cfg.Skipped = append(cfg.Skipped, skip)
 			warnings = append(warnings, Warning{File: file, Problem: Problem{
@@ -187,11 +193,13 @@ func convert(file string, raw genconfig.Config, doc any) (*Config, []entry, []Wa
 				srv.Command = *s.Command
 			}
 			maps.Copy(srv.Env, s.Env)
-			srv.Tools = NewFilter(file, key,
-				FilterField{Name: "includeTools", Patterns: s.IncludeTools},
-				FilterField{Name: "excludeTools", Patterns: s.ExcludeTools},
-				FilterField{Name: "disabledTools", Patterns: s.DisabledTools},
-			)
+			fields := []FilterField{
+				{Name: "includeTools", Patterns: s.IncludeTools},
+				{Name: "excludeTools", Patterns: s.ExcludeTools},
+				{Name: "disabledTools", Patterns: s.DisabledTools},
+			}
+			srv.Tools = NewFilter(file, root, key, fields...)
+			warnings = append(warnings, filterWarnings(file, root, key, fields...)...)
 			entries = append(entries, entry{server: srv, cwd: s.Cwd, envFile: s.EnvFile})
 		}
 	}
@@ -202,20 +210,20 @@ func convert(file string, raw genconfig.Config, doc any) (*Config, []entry, []Wa
 // with the closest described field when one is close enough to be a misspelling of it. The
 // fields of a remote entry are those of a transport that is not served: none of them is worth
 // a warning. doc need not be valid.
-func fieldWarnings(file string, doc any) []Warning {
+func fieldWarnings(file, root string, doc any) []Warning {
 	top, _ := doc.(map[string]any)
-	servers, _ := top["mcpServers"].(map[string]any)
+	servers, _ := top[root].(map[string]any)
 	var warnings []Warning
 	for _, key := range slices.Sorted(maps.Keys(servers)) {
 		if remoteField(servers[key]) == "" {
 			fields, _ := servers[key].(map[string]any)
-			warnings = append(warnings, unknownFields(file, key, fields)...)
+			warnings = append(warnings, unknownFields(file, root, key, fields)...)
 		}
 	}
 	return warnings
 }
 
-func unknownFields(file, key string, fields map[string]any) []Warning {
+func unknownFields(file, root, key string, fields map[string]any) []Warning {
 	var warnings []Warning
 	for _, field := range slices.Sorted(maps.Keys(fields)) {
 		if knownServerFields[field] {
@@ -225,51 +233,60 @@ func unknownFields(file, key string, fields map[string]any) []Warning {
 		if known := closestField(field); known != "" {
 			msg += fmt.Sprintf("; did you mean %q?", known)
 		}
-		warnings = append(warnings, Warning{File: file, Problem: Problem{Pointer: pointer("mcpServers", key, field), Message: msg}})
+		warnings = append(warnings, Warning{File: file, Problem: Problem{Pointer: pointer(root, key, field), Message: msg}})
 	}
 	return warnings
 }
 
 // expand resolves the environment references and paths of every entry to start and reads
 // its env file, and reports every problem found: missing variables, each where it is used,
-// working directories that are not there, env files that cannot be read.
-func expand(cfg *Config, entries []entry, lookup LookupFunc) error {
+// VS Code inputs, which nobody can answer here, working directories that are not there, env
+// files that cannot be read.
+func expand(cfg *Config, root string, entries []entry, x *expansion) error {
 	var problems []Problem
 	anyMissing := false
-	report := func(key string, missing []string, tokens ...string) {
-		for _, name := range missing {
+	report := func(key string, r expanded, tokens ...string) {
+		ptr := pointer(append([]string{root, key}, tokens...)...)
+		for _, name := range r.missing {
 			anyMissing = true
 			problems = append(problems, Problem{
-				Pointer: pointer(append([]string{"mcpServers", key}, tokens...)...),
+				Pointer: ptr,
 				Message: fmt.Sprintf("server %q: environment variable %s is not set", key, name),
+			})
+		}
+		for _, ref := range r.inputs {
+			problems = append(problems, Problem{
+				Pointer: ptr,
+				Message: fmt.Sprintf("server %q: %s is a value VS Code asks the user for when it starts the server, which cannot be done outside the editor: "+
+					"write the value here instead, or refer to an environment variable that holds it, such as ${NAME}", key, ref),
 			})
 		}
 	}
 	dir := filepath.Dir(cfg.File)
 	for _, e := range entries {
 		s := e.server
-		var missing []string
-		s.Command, missing = Expand(s.Command, lookup)
-		report(s.Key, missing, "command")
-		if s.Command == "" && len(missing) == 0 {
+		var r expanded
+		s.Command, r = x.expand(s.Command)
+		report(s.Key, r, "command")
+		if s.Command == "" && r.ok() {
 			problems = append(problems, Problem{
-				Pointer: pointer("mcpServers", s.Key, "command"),
+				Pointer: pointer(root, s.Key, "command"),
 				Message: fmt.Sprintf("server %q: \"command\" is empty once environment references are expanded", s.Key),
 			})
 		}
 		for j, arg := range s.Args {
-			s.Args[j], missing = Expand(arg, lookup)
-			report(s.Key, missing, "args", fmt.Sprint(j))
+			s.Args[j], r = x.expand(arg)
+			report(s.Key, r, "args", fmt.Sprint(j))
 		}
 		for _, name := range slices.Sorted(maps.Keys(s.Env)) {
-			s.Env[name], missing = Expand(s.Env[name], lookup)
-			report(s.Key, missing, "env", name)
+			s.Env[name], r = x.expand(s.Env[name])
+			report(s.Key, r, "env", name)
 		}
 		if e.cwd != nil {
-			path, missing, p := resolvePath(s.Key, "cwd", *e.cwd, dir, lookup)
-			report(s.Key, missing, "cwd")
-			if p == nil && len(missing) == 0 {
-				p = checkDir(s.Key, path)
+			path, r, p := resolvePath(root, s.Key, "cwd", *e.cwd, dir, x)
+			report(s.Key, r, "cwd")
+			if p == nil && r.ok() {
+				p = checkDir(root, s.Key, path)
 			}
 			if p != nil {
 				problems = append(problems, *p)
@@ -277,11 +294,11 @@ func expand(cfg *Config, entries []entry, lookup LookupFunc) error {
 			s.Dir = path
 		}
 		if e.envFile != nil {
-			path, missing, p := resolvePath(s.Key, "envFile", *e.envFile, dir, lookup)
-			report(s.Key, missing, "envFile")
-			if p == nil && len(missing) == 0 {
+			path, r, p := resolvePath(root, s.Key, "envFile", *e.envFile, dir, x)
+			report(s.Key, r, "envFile")
+			if p == nil && r.ok() {
 				var vars map[string]string
-				vars, p = readEnvFile(s.Key, path)
+				vars, p = readEnvFile(root, s.Key, path)
 				// "env" wins over the file.
 				for name, value := range vars {
 					if _, set := s.Env[name]; !set {
@@ -305,4 +322,26 @@ func expand(cfg *Config, entries []entry, lookup LookupFunc) error {
 			"or give a default in the configuration as ${NAME:-default}"
 	}
 	return e
+}
+
+// vscodeRoot is the object that holds the servers in VS Code's own format (.vscode/mcp.json).
+const vscodeRoot = "servers"
+
+// serversRoot is the top-level object the servers are read from: "mcpServers", the format of
+// most clients, or VS Code's "servers" in a file without "mcpServers". A file with both gets a
+// warning that says which one is used.
+func serversRoot(file string, doc any) (string, []Warning) {
+	top, _ := doc.(map[string]any)
+	_, mcp := top["mcpServers"]
+	_, vscode := top[vscodeRoot]
+	switch {
+	case mcp && vscode:
+		return "mcpServers", []Warning{{File: file, Problem: Problem{
+			Pointer: pointer(vscodeRoot),
+			Message: "the file has both \"mcpServers\" and VS Code's \"servers\": the servers of \"mcpServers\" are used and those of \"servers\" are ignored; keep one of them",
+		}}}
+	case vscode:
+		return vscodeRoot, nil
+	}
+	return "mcpServers", nil
 }

@@ -17,26 +17,26 @@ import (
 // resolvePath turns the value of a path field ("cwd", "envFile") into an absolute path:
 // environment references expanded, a leading "~" replaced by the home directory, and a
 // relative path taken from dir, the configuration file's directory (so that a file and the
-// paths in it can move together). It returns the variables that are missing, or a problem.
-func resolvePath(key, field, value, dir string, lookup LookupFunc) (string, []string, *Problem) {
-	path, missing := Expand(value, lookup)
-	if len(missing) > 0 {
-		return "", missing, nil
+// paths in it can move together). It returns what the expansion found missing, or a problem.
+func resolvePath(root, key, field, value, dir string, x *expansion) (string, expanded, *Problem) {
+	path, r := x.expand(value)
+	if !r.ok() {
+		return "", r, nil
 	}
 	problem := func(msg string, args ...any) *Problem {
-		return &Problem{Pointer: pointer("mcpServers", key, field), Message: fmt.Sprintf("server %q: ", key) + fmt.Sprintf(msg, args...)}
+		return &Problem{Pointer: pointer(root, key, field), Message: fmt.Sprintf("server %q: ", key) + fmt.Sprintf(msg, args...)}
 	}
 	if path == "" {
-		return "", nil, problem("%q is empty once environment references are expanded", field)
+		return "", r, problem("%q is empty once environment references are expanded", field)
 	}
 	if rest, ok := strings.CutPrefix(path, "~"); ok && (rest == "" || os.IsPathSeparator(rest[0])) {
 		name := "HOME"
 		if runtime.GOOS == "windows" {
 			name = "USERPROFILE"
 		}
-		home, _ := lookup(name)
+		home, _ := x.lookup(name)
 		if home == "" {
-			return "", nil, problem("%q starts with \"~\", but %s is not set: set it, or write the path in full", field, name)
+			return "", r, problem("%q starts with \"~\", but %s is not set: set it, or write the path in full", field, name)
 		}
 		path = home + rest
 	}
@@ -46,13 +46,13 @@ func resolvePath(key, field, value, dir string, lookup LookupFunc) (string, []st
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	return path, nil, nil
+	return path, r, nil
 }
 
 // checkDir reports a working directory that cannot be used: the child could not be started
 // in it, and saying so now names the field instead of failing with a bare "chdir" later.
-func checkDir(key, path string) *Problem {
-	p := &Problem{Pointer: pointer("mcpServers", key, "cwd")}
+func checkDir(root, key, path string) *Problem {
+	p := &Problem{Pointer: pointer(root, key, "cwd")}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -73,8 +73,8 @@ func checkDir(key, path string) *Problem {
 // The parser is github.com/hashicorp/go-envparse, which does no interpolation at all (by
 // design, unlike github.com/joho/godotenv, which expands $VAR in unquoted and double-quoted
 // values and quotes the rest of the file in some errors).
-func readEnvFile(key, path string) (map[string]string, *Problem) {
-	p := &Problem{Pointer: pointer("mcpServers", key, "envFile")}
+func readEnvFile(root, key, path string) (map[string]string, *Problem) {
+	p := &Problem{Pointer: pointer(root, key, "envFile")}
 	data, err := readLimited(path, maxEnvFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

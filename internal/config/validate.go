@@ -200,7 +200,7 @@ func lookupSchema(doc any, ptr string) any {
 // likely a misspelling of, or "" when none is close: within one edit (an insertion, deletion,
 // substitution or swap of neighbours, case ignored) per three characters, at most three. A
 // short field must also start with the same letter, so that a short field of some other tool
-// (mcp-hub's "dev") is not taken for a misspelt "env".
+// ("dir") is not taken for a misspelt "env".
 func closestField(field string) string {
 	lower := strings.ToLower(field)
 	limit := min(max(1, len([]rune(lower))/3), 3)

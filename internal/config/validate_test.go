@@ -12,7 +12,7 @@ func TestClosestField(t *testing.T) {
 		"disabled_tools": "disabledTools",
 		"exclude-tools":  "excludeTools",
 		"cwdd":           "cwd",
-		"dev":            "",
+		"dir":            "",
 		"headers":        "",
 		"environment":    "",
 		"":               "",

@@ -20,6 +20,19 @@ const (
 	mcpbSchemaFile     = "../../testdata/mcpb/mcpb-manifest-v0.3.schema.json"
 )
 
+// licenseText is the repository's LICENSE, which every artifact must carry.
+func licenseText(t *testing.T) []byte {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join("..", "..", licenseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(text, []byte("MIT License\n")) || !bytes.Contains(text, []byte("Copyright (c) the mcp-simple-aggregator authors")) {
+		t.Fatalf("LICENSE is not the MIT license of the mcp-simple-aggregator authors:\n%s", text)
+	}
+	return text
+}
+
 func compile(t *testing.T, file string) *jsonschema.Schema {
 	t.Helper()
 	f, err := os.Open(file)
@@ -99,6 +112,9 @@ func TestManifestFollowsMCPBSchema(t *testing.T) {
 		}
 		m := manifest("1.2.3", bin)
 		validate(t, s, bin.GOOS+"/"+bin.GOARCH+" manifest.json", m)
+		if m["license"] != license {
+			t.Errorf("%s: the manifest declares the license %v, want %s", bin.GOOS, m["license"], license)
+		}
 		srv := m["server"].(map[string]any)
 		cfg := srv["mcp_config"].(map[string]any)
 		if cfg["command"] != "${__dirname}/"+srv["entry_point"].(string) {
@@ -119,7 +135,7 @@ func TestManifestFollowsMCPBSchema(t *testing.T) {
 // launcher at the same version, and the launcher's mcpName equal to server.json's name.
 func TestNPMPackages(t *testing.T) {
 	dist := t.TempDir()
-	b := &build{Version: "1.2.3"}
+	b := &build{Version: "1.2.3", License: licenseText(t)}
 	for _, bin := range testBinaries {
 		bin.Path = filepath.Join(dist, bin.GOOS+"_"+bin.GOARCH, bin.exe())
 		if err := os.MkdirAll(filepath.Dir(bin.Path), 0o755); err != nil {
@@ -158,10 +174,17 @@ func TestNPMPackages(t *testing.T) {
 // checkPackages checks the package directories of dist/npm against the index.
 func checkPackages(t *testing.T, root string, index *npmIndex, version string) {
 	t.Helper()
+	text := licenseText(t)
 	read := func(dir string) map[string]any {
 		var m map[string]any
 		if err := readJSON(filepath.Join(root, dir, "package.json"), &m); err != nil {
 			t.Fatal(err)
+		}
+		if m["license"] != license {
+			t.Errorf("%s/package.json declares the license %v, want %s", dir, m["license"], license)
+		}
+		if got, err := os.ReadFile(filepath.Join(root, dir, licenseFile)); err != nil || !bytes.Equal(got, text) {
+			t.Errorf("%s: no LICENSE with the text of the repository's (%v)", dir, err)
 		}
 		if _, ok := m["scripts"]; ok {
 			t.Errorf("%s/package.json has scripts: nothing may run at install time", dir)
@@ -229,9 +252,15 @@ func TestDist(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPackages(t, filepath.Join(dist, "npm"), &index, srv.Version)
+	text := licenseText(t)
 	for _, p := range append([]npmPackage{index.Launcher}, index.Platforms...) {
-		if _, err := os.Stat(filepath.Join(dist, "npm", p.Tarball)); err != nil {
+		files, err := archiveFiles(filepath.Join(dist, "npm", p.Tarball))
+		if err != nil {
 			t.Errorf("%s: no tarball: %v", p.Name, err)
+			continue
+		}
+		if err := checkLicenseFile(p.Tarball, files, "package/"+licenseFile, text); err != nil {
+			t.Error(err)
 		}
 	}
 
@@ -247,6 +276,19 @@ func TestDist(t *testing.T) {
 			t.Fatal(err)
 		}
 		validateJSON(t, mcpbSchema, m, data)
+		var man struct{ License string }
+		if err := json.Unmarshal(data, &man); err != nil || man.License != license {
+			t.Errorf("%s declares the license %q, want %s", m, man.License, license)
+		}
+	}
+	for _, b := range bundles {
+		files, err := archiveFiles(b)
+		if err == nil {
+			err = checkLicenseFile(b, files, licenseFile, text)
+		}
+		if err != nil {
+			t.Error(err)
+		}
 	}
 
 	sums := map[string]string{}
@@ -308,19 +350,33 @@ func TestDistGoReleaser(t *testing.T) {
 	}
 	archives := map[string]bool{}
 	count := map[string]int{}
+	text := licenseText(t)
 	for _, a := range artifacts {
 		count[a.Type]++
+		// GoReleaser's paths are relative to where it ran, the directory above dist.
+		file := filepath.Join(filepath.Dir(dist), a.Path)
 		switch a.Type {
 		case "Archive":
 			archives[a.GOOS+"/"+a.GOARCH] = true
-			fallthrough
+			if !sums[a.Name] {
+				t.Errorf("checksums.txt does not list %s", a.Name)
+			}
+			files, err := archiveFiles(file)
+			if err == nil {
+				err = checkLicenseFile(a.Name, files, licenseFile, text)
+			}
+			if err != nil {
+				t.Error(err)
+			}
 		case "Linux Package":
 			if !sums[a.Name] {
 				t.Errorf("checksums.txt does not list %s", a.Name)
 			}
+			if err := checkLinuxPackageLicense(file, text); err != nil {
+				t.Error(err)
+			}
 		case "Homebrew Cask":
-			// GoReleaser's paths are relative to where it ran, the directory above dist.
-			cask, err := os.ReadFile(filepath.Join(filepath.Dir(dist), a.Path))
+			cask, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,6 +35,11 @@ const (
 	registryName = "io.github.mcp-simple-aggregator/mcp-simple-aggregator"
 	repoURL      = "https://github.com/mcp-simple-aggregator/mcp-simple-aggregator"
 	description  = "One MCP server that bundles the servers of a Claude-style config file, over stdio"
+	// license is the SPDX identifier of the license in LICENSE, which every package and
+	// bundle declares (and carries, where the format has room for a file).
+	license = "MIT"
+	// licenseFile is the license's text, at the top of the repository, where dist runs.
+	licenseFile = "LICENSE"
 )
 
 // launcherPackage is the npm package users install or run with npx.
@@ -69,6 +74,8 @@ type build struct {
 	Version  string // without a leading "v"
 	Tag      string
 	Binaries []binary
+	// License is the text of LICENSE, copied into every npm package and bundle.
+	License []byte
 }
 
 // readBuild reads GoReleaser's metadata.json and artifacts.json.
@@ -140,6 +147,9 @@ func run(dir, mcpb, npm string) error {
 	b, err := readBuild(dir)
 	if err != nil {
 		return err
+	}
+	if b.License, err = os.ReadFile(licenseFile); err != nil {
+		return fmt.Errorf("the license every package carries: %w (run dist at the top of the repository)", err)
 	}
 	index, err := writeNPM(dir, b)
 	if err != nil {

@@ -37,6 +37,7 @@ func manifest(version string, bin binary) map[string]any {
 		"author":           map[string]any{"name": "The mcp-simple-aggregator authors", "url": repoURL},
 		"repository":       map[string]any{"type": "git", "url": repoURL},
 		"homepage":         repoURL,
+		"license":          license,
 		"documentation":    repoURL + "#readme",
 		"support":          repoURL + "/issues",
 		"server": map[string]any{
@@ -88,6 +89,9 @@ func writeBundles(dist string, b *build, mcpb string) ([]bundle, error) {
 		}
 		dir := filepath.Join(root, bin.GOOS+"_"+bin.GOARCH)
 		if err := copyFile(filepath.Join(dir, "server", bin.exe()), bin.Path); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, licenseFile), b.License, 0o644); err != nil {
 			return nil, err
 		}
 		if err := writeJSON(filepath.Join(dir, "manifest.json"), manifest(b.Version, bin)); err != nil {

@@ -41,6 +41,7 @@ type packageJSON struct {
 	Name                 string            `json:"name"`
 	Version              string            `json:"version"`
 	Description          string            `json:"description"`
+	License              string            `json:"license"`
 	MCPName              string            `json:"mcpName,omitempty"`
 	Repository           map[string]string `json:"repository"`
 	Homepage             string            `json:"homepage"`
@@ -60,6 +61,7 @@ func basePackage(name, version, desc string) packageJSON {
 		Name:        name,
 		Version:     version,
 		Description: desc,
+		License:     license,
 		Repository:  map[string]string{"type": "git", "url": "git+" + repoURL + ".git"},
 		Homepage:    repoURL + "#readme",
 		Bugs:        repoURL + "/issues",
@@ -86,7 +88,7 @@ func writeNPM(dist string, b *build) (*npmIndex, error) {
 			return nil, err
 		}
 		readme := fmt.Sprintf("# %s\n\nThe `%s` binary for %s %s. Install [`%s`](https://www.npmjs.com/package/%s) instead: it depends on this package on this platform and runs its binary.\n", p.Name, command, bin.GOOS, bin.GOARCH, launcherPackage, launcherPackage)
-		if err := writePackage(dir, pkg, readme); err != nil {
+		if err := writePackage(dir, pkg, readme, b.License); err != nil {
 			return nil, err
 		}
 		index.Platforms = append(index.Platforms, p)
@@ -118,7 +120,7 @@ func writeNPM(dist string, b *build) (*npmIndex, error) {
 		return nil, err
 	}
 	readme := fmt.Sprintf("# %s\n\n%s.\n\n```json\n{\"mcpServers\": {\"aggregator\": {\"command\": \"npx\", \"args\": [\"-y\", \"%s\", \"--config\", \"/path/to/mcp-servers.json\", \"--separator\", \"__\"]}}}\n```\n\nSee %s#readme.\n", launcherPackage, description, launcherPackage, repoURL)
-	if err := writePackage(dir, pkg, readme); err != nil {
+	if err := writePackage(dir, pkg, readme, b.License); err != nil {
 		return nil, err
 	}
 	index.Launcher = l
@@ -146,11 +148,15 @@ func ptrs(ps []npmPackage) []*npmPackage {
 	return out
 }
 
-func writePackage(dir string, pkg packageJSON, readme string) error {
+func writePackage(dir string, pkg packageJSON, readme string, licenseText []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, "package.json"), pkg); err != nil {
+		return err
+	}
+	// npm packs LICENSE whatever "files" says.
+	if err := os.WriteFile(filepath.Join(dir, licenseFile), licenseText, 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(readme), 0o644)
