@@ -16,6 +16,7 @@
 //	reload.go      a reload: the new file applied server by server, nothing in flight lost
 //	instructions.go  the servers' instructions combined for the client, and as resources
 //	catalog.go     the catalog: names, URIs, collisions
+//	withheld.go    definitions clients would reject: checked (internal/mcpschema), withheld, named
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself
 //	check.go       the check command
 //
@@ -280,6 +281,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	for _, w := range cat.warnings {
 		a.log.Warn(w)
 	}
+	a.reportWithheld(nil, cat)
 	for _, s := range cat.servers {
 		for _, p := range unmatched[s] {
 			a.log.Warn(config.Warning{File: a.cfg.File, Problem: p}.String())

@@ -58,6 +58,7 @@ func (a *Aggregator) storeCatalog(cat *catalog) {
 			a.log.Warn(w)
 		}
 	}
+	a.reportWithheld(old, cat)
 	for k := range numKinds {
 		if string(old.lists[k]) != string(cat.lists[k]) {
 			a.notify.trigger(kinds[k].changed)

@@ -357,6 +357,7 @@ func (a *Aggregator) announce(before, after *catalog) {
 	if before == nil || after == nil {
 		return
 	}
+	a.reportWithheld(before, after)
 	sent := map[string]bool{}
 	for k := range numKinds {
 		if string(before.lists[k]) != string(after.lists[k]) && !sent[kinds[k].changed] {
