@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -247,6 +248,26 @@ func TestCheckWithheld(t *testing.T) {
 	for _, tool := range rep.Tools {
 		if tool.Name == "raw:plain" {
 			t.Errorf("check lists the withheld tool among the tools")
+		}
+	}
+}
+
+// BenchmarkBuildCatalog2000 builds the catalog of 10 servers of 200 tools each, every tool
+// checked against the MCP schema, as the start-up does (the check is most of it).
+func BenchmarkBuildCatalog2000(b *testing.B) {
+	var servers []*server
+	for i := range 10 {
+		s := &server{key: fmt.Sprintf("s%02d", i), log: slog.New(slog.DiscardHandler)}
+		for j := range 200 {
+			s.lists[kindTools] = append(s.lists[kindTools], json.RawMessage(fmt.Sprintf(
+				`{"name":"filler_%04d","description":"Filler tool number %d, here to make the list long.","inputSchema":{"type":"object","properties":{"q":{"type":"string","description":"a query"}},"required":["q"]}}`, j, j)))
+		}
+		servers = append(servers, s)
+	}
+	for b.Loop() {
+		c, err := buildCatalog(servers, "__")
+		if err != nil || len(c.order) != 2000 || len(c.withheld) != 0 {
+			b.Fatalf("%v: %d tools, %d withheld", err, len(c.order), len(c.withheld))
 		}
 	}
 }
