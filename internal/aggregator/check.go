@@ -143,7 +143,8 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			for _, p := range s.filter.Unmatched(names) {
 				r.UnmatchedPatterns = append(r.UnmatchedPatterns, config.Warning{File: cfg.File, Problem: p}.String())
 			}
-			withheld := screen(s, mcpschema.Legacy)
+			// The era of the client check stands for: the one of the protocol it declares.
+			withheld := screen(s, mcpschema.EraOf(serverProtocols[0]))
 			for k := range numKinds {
 				for i := range s.lists[k] {
 					if w, ok := withheld[k][i]; ok {

@@ -164,7 +164,7 @@ func index(s *jsonschema.Schema, byLoc map[string]*jsonschema.Schema) {
 func Check(era Era, k Kind, def json.RawMessage) []Violation {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(def))
 	if err != nil {
-		return []Violation{{Rule: "json", Message: fmt.Sprintf("the definition is not JSON: %v", err)}}
+		return []Violation{{Rule: "json", Message: fmt.Sprintf("the %s definition is not JSON: %v", k, err)}}
 	}
 	ch := checkers[era]
 	err = ch.kinds[k].Validate(v)
