@@ -13,6 +13,9 @@ import (
 // (v2: its 2025-11-25 wire schemas for legacy sessions, its 2026-07-28 ones for modern
 // sessions), both on zod 4; a definition is withheld when either of them rejects it.
 //
+// One rule is not a schema's: the v1 client compiles each tool's outputSchema, and rejects the
+// list when one does not compile (outputschema.go).
+//
 // Formats: the schemas give "format": "uri" (Resource.uri, Icon.src) and "uri-template"
 // (ResourceTemplate.uriTemplate); the clients check only that these are strings
 // (`uri: z.string()`, `src: z.string()`, `uriTemplate: z.string()`). Formats are annotations

@@ -167,16 +167,23 @@ func Check(era Era, k Kind, def json.RawMessage) []Violation {
 		return []Violation{{Rule: "json", Message: fmt.Sprintf("the %s definition is not JSON: %v", k, err)}}
 	}
 	ch := checkers[era]
-	err = ch.kinds[k].Validate(v)
-	if err == nil {
+	var out []Violation
+	if err := ch.kinds[k].Validate(v); err != nil {
+		verr, ok := err.(*jsonschema.ValidationError)
+		if !ok {
+			return []Violation{{Message: err.Error()}}
+		}
+		ch.collect(verr, &out)
+	}
+	if era == Legacy && k == Tool && !slices.ContainsFunc(out, func(v Violation) bool { return strings.HasPrefix(v.Pointer, "/outputSchema") }) {
+		// The v1 client compiles output schemas (outputschema.go).
+		if def, ok := v.(map[string]any); ok && def["outputSchema"] != nil {
+			out = append(out, compileProblems(def["outputSchema"], "/outputSchema")...)
+		}
+	}
+	if len(out) == 0 {
 		return nil
 	}
-	verr, ok := err.(*jsonschema.ValidationError)
-	if !ok {
-		return []Violation{{Message: err.Error()}}
-	}
-	var out []Violation
-	ch.collect(verr, &out)
 	slices.SortStableFunc(out, func(a, b Violation) int { return strings.Compare(a.Pointer, b.Pointer) })
 	return slices.CompactFunc(out, func(a, b Violation) bool { return a.Message == b.Message })
 }

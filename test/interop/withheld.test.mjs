@@ -280,3 +280,19 @@ test("the corpus: the clients' verdicts are the recorded ones, and the aggregato
     }
   }
 });
+
+// The patterns the aggregator judges as the v1 client's Ajv does (new RegExp(pattern, "u")):
+// their recorded verdicts hold in this Node (those marked doubt may be valid in newer ones).
+test("the patterns' recorded verdicts are JavaScript's", () => {
+  const { patterns } = JSON.parse(fs.readFileSync(path.resolve(here, "../../internal/mcpschema/testdata/patterns.json"), "utf8"));
+  for (const { pattern, valid, doubt } of patterns) {
+    if (doubt) continue;
+    let compiles = true;
+    try {
+      new RegExp(pattern, "u");
+    } catch {
+      compiles = false;
+    }
+    assert.equal(compiles, valid, `new RegExp(${JSON.stringify(pattern)}, "u")`);
+  }
+});
