@@ -130,12 +130,21 @@ func (a *Aggregator) reportWithheld(old, cat *catalog) {
 			before = append(before, w.String())
 		}
 	}
+	var lines []string
 	for _, w := range cat.withheld {
-		line := w.String()
-		if slices.Contains(before, line) {
-			continue
+		if line := w.String(); !slices.Contains(before, line) {
+			a.log.Warn(line)
+			lines = append(lines, line)
 		}
-		a.log.Warn(line)
-		a.toClient(logNotification("warning", line))
 	}
+	if len(lines) == 0 {
+		return
+	}
+	// Written from a goroutine of its own, in order: storeCatalog calls this holding a.mu, and
+	// a client that does not read must not hold up the catalog.
+	go func() {
+		for _, line := range lines {
+			a.toClient(logNotification("warning", line))
+		}
+	}()
 }

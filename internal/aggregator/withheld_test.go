@@ -208,10 +208,24 @@ func TestWithheldAfterReload(t *testing.T) {
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE"}, "b": {"command": "$FIXTURE", "args": ["-malformed"]}}}`)
 	c.agg.Reload()
 	line := `server "b": tool "plain" is withheld: /inputSchema/type is missing; the MCP schema requires "object"`
-	if m := c.note("notifications/message"); !strings.Contains(m.Line, `tool \"plain\" is withheld`) {
-		t.Errorf("after the reload the client was told %s; want %s", m.Line, line)
+	// The warning and the list change, in either order.
+	var told, changed bool
+	for deadline := time.After(10 * time.Second); !told || !changed; {
+		select {
+		case m := <-c.notes:
+			switch m.Method {
+			case "notifications/message":
+				told = true
+				if !strings.Contains(m.Line, `tool \"plain\" is withheld`) {
+					t.Errorf("after the reload the client was told %s; want %s", m.Line, line)
+				}
+			case "notifications/tools/list_changed":
+				changed = true
+			}
+		case <-deadline:
+			t.Fatalf("after the reload: a warning %v, a list change %v", told, changed)
+		}
 	}
-	c.note("notifications/tools/list_changed")
 	got := names(t, c.call("tools/list", ""), "tools")
 	if slices.Contains(got, "b:plain") || !slices.Contains(got, "b:echo") {
 		t.Errorf("tools after the reload: %v", got)
