@@ -25,7 +25,8 @@ const aggregator = process.env.AGGREGATOR || path.resolve(here, "../../bin/mcp-s
 const fixture = process.env.FIXTURE || path.resolve(here, "../../bin/fixture-server");
 const corpus = JSON.parse(fs.readFileSync(path.resolve(here, "../../internal/mcpschema/testdata/clients.json"), "utf8")).cases;
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "mcp-interop-withheld-"));
-const everything = path.join(here, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js");
+const bin = (pkg) => path.join(here, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js");
+fs.mkdirSync(path.join(work, "files"));
 
 const sdks = {
   v1: { Client: ClientV1, Stdio: StdioV1 },
@@ -39,10 +40,12 @@ const lists = [
   { field: "resourceTemplates", method: "resources/templates/list", call: (c) => c.listResourceTemplates(), id: "uriTemplate" },
 ];
 
-// The catalog: a reference server, a well-formed fixture and one with a malformed tool, prompt,
-// resource and template (-malformed).
+// The catalog: the reference servers (real servers' definitions, which must all pass), a
+// well-formed fixture and one with a malformed tool, prompt, resource and template (-malformed).
 const servers = {
-  everything: { command: process.execPath, args: [everything, "stdio"] },
+  everything: { command: process.execPath, args: [bin("server-everything"), "stdio"] },
+  files: { command: process.execPath, args: [bin("server-filesystem"), path.join(work, "files")] },
+  memory: { command: process.execPath, args: [bin("server-memory")], env: { MEMORY_FILE_PATH: path.join(work, "memory.jsonl") } },
   good: { command: fixture, args: ["-full", "-scheme", "good"] },
   raw: { command: fixture, args: ["-full", "-malformed", "-scheme", "raw"] },
 };
@@ -58,8 +61,8 @@ const withheldIds = { tools: ["plain"], prompts: ["unnamed_args"], resources: ["
 
 // raw talks JSON-RPC to a command, line by line, and returns the results as parsed JSON (key
 // order kept) of initialize and the four lists.
-async function raw(command, args) {
-  const child = spawn(command, args, { stdio: ["pipe", "pipe", "ignore"] });
+async function raw(command, args, env) {
+  const child = spawn(command, args, { stdio: ["pipe", "pipe", "ignore"], env: { ...process.env, ...env } });
   const lines = readline.createInterface({ input: child.stdout });
   const answers = new Map();
   const waiting = new Map();
@@ -133,7 +136,7 @@ test("the malformed server's lists are rejected by both clients when connected d
 
 test("through the aggregator both clients list every valid definition of every server, as the servers wrote it", async () => {
   const direct = {};
-  for (const [key, s] of Object.entries(servers)) direct[key] = await raw(s.command, s.args);
+  for (const [key, s] of Object.entries(servers)) direct[key] = await raw(s.command, s.args, s.env);
   const through = await raw(aggregator, ["--config", config]);
   for (const l of lists) {
     // What the servers list, in key order, without the withheld definitions, tools and
@@ -187,7 +190,7 @@ test("each withheld definition is named once on stderr, to the client as a warni
     assert.fail(`check failed (${err.status}): ${err.stdout}`);
   }
   for (const line of withheldLines) assert.ok(out.includes(`\n${line}\n`), `check does not name: ${line}\n${out}`);
-  assert.match(out, /^3 of 3 servers healthy, \d+ tools; 4 definitions withheld/m);
+  assert.match(out, /^5 of 5 servers healthy, \d+ tools; 4 definitions withheld/m);
 });
 
 test("a call to a withheld tool, or a get of a withheld prompt, says it is withheld and why", async () => {
