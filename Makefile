@@ -47,10 +47,12 @@ test:
 race:
 	$(GO) test -race ./...
 
-# The official TypeScript SDK client against the MCP reference servers, directly and through
-# the aggregator (packages pinned in test/interop/package-lock.json).
+# The official TypeScript SDK clients (v1 and v2) against the MCP reference servers and the
+# fixture server, directly and through the aggregator (packages pinned in
+# test/interop/package-lock.json).
 interop: build
-	cd test/interop && npm ci --no-audit --no-fund && AGGREGATOR="$(CURDIR)/bin/mcp-simple-aggregator" npm test
+	$(GO) build -o bin/fixture-server ./internal/fixture/server
+	cd test/interop && npm ci --no-audit --no-fund && AGGREGATOR="$(CURDIR)/bin/mcp-simple-aggregator" FIXTURE="$(CURDIR)/bin/fixture-server" npm test
 
 vet:
 	$(GO) vet ./...

@@ -55,6 +55,9 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 			notes = append(notes, fmt.Sprintf("server %q: its command %q is not in the aggregator's PATH; it was found in the login shell's PATH, which the server runs with: %s", s.Key, s.Command, s.LoginShellPath))
 		}
 		notes = append(notes, s.UnmatchedPatterns...)
+		for _, w := range s.Withheld {
+			notes = append(notes, w.Line)
+		}
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
@@ -77,8 +80,9 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 	for _, a := range rep.Advice {
 		fmt.Fprintf(w, "\n%s\n", a)
 	}
-	healthy, started, skipped := 0, 0, 0
+	healthy, started, skipped, withheld := 0, 0, 0, 0
 	for _, s := range rep.Servers {
+		withheld += len(s.Withheld)
 		switch s.Status {
 		case "ok":
 			healthy++
@@ -90,6 +94,9 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		}
 	}
 	fmt.Fprintf(w, "\n%d of %d servers healthy, %d tools", healthy, started, len(rep.Tools))
+	if withheld > 0 {
+		fmt.Fprintf(w, "; %d definitions withheld (clients would reject every list they are in)", withheld)
+	}
 	if skipped > 0 {
 		fmt.Fprintf(w, "; %d entries not started (disabled or remote)", skipped)
 	}

@@ -16,6 +16,7 @@
 //	reload.go      a reload: the new file applied server by server, nothing in flight lost
 //	instructions.go  the servers' instructions combined for the client, and as resources
 //	catalog.go     the catalog: names, URIs, collisions
+//	withheld.go    definitions clients would reject: checked (internal/mcpschema), withheld, named
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself
 //	check.go       the check command
 //	limits.go      the clients' limits: how many tools, which names (Cursor)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/yosida95/uritemplate/v3"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
@@ -39,6 +40,7 @@ var kinds = [numKinds]struct{ method, field, changed string }{
 type catalog struct {
 	servers []*server // the servers it was built from, in key order
 	sep     string
+	era     mcpschema.Era // the era whose schema the definitions were checked against
 
 	tools map[string]entry // by exposed name
 	order []entry          // tools: servers in key order, each server's tools in its order
@@ -60,6 +62,12 @@ type catalog struct {
 	// warnings are the collisions of resources and templates between servers: each names
 	// both servers and which one wins.
 	warnings []string
+
+	// withheld are the definitions that break the schema of the era (withheld.go), in the
+	// order of the servers and their lists; withheldBy finds them by kind and exposed name
+	// (tools, prompts) or URI (resources, templates).
+	withheld   []withheldDef
+	withheldBy [numKinds]map[string]withheldDef
 }
 
 // entry is one exposed tool or prompt: who owns it and its definition under the exposed name.
@@ -78,14 +86,23 @@ type template struct {
 	re     *regexp.Regexp // nil when the template does not parse
 }
 
-// buildCatalog builds the catalog of servers (in key order). Two tools, or two prompts, that
-// would get the same exposed name are an error naming both. A resource URI or template that
-// two servers list goes to the server whose key sorts first; the other's entry is left out of
-// the list, with a warning.
+// buildCatalog builds the catalog of servers (in key order) for a client of the legacy era
+// (every protocol version up to 2025-11-25): see buildCatalogFor.
 func buildCatalog(servers []*server, sep string) (*catalog, error) {
+	return buildCatalogFor(servers, sep, mcpschema.Legacy)
+}
+
+// buildCatalogFor builds the catalog of servers (in key order) for a client of era. Two
+// tools, or two prompts, that would get the same exposed name are an error naming both. A
+// resource URI or template that two servers list goes to the server whose key sorts first;
+// the other's entry is left out of the list, with a warning. A definition that breaks the
+// schema of era is withheld (withheld.go): it is left out of the lists, and takes no part in
+// collisions.
+func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog, error) {
 	c := &catalog{
 		servers:       servers,
 		sep:           sep,
+		era:           era,
 		tools:         map[string]entry{},
 		hidden:        map[string]string{},
 		prompts:       map[string]entry{},
@@ -96,6 +113,7 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 	var problems []string
 	var defs [numKinds][]json.RawMessage
 	for _, s := range servers {
+		bad := screen(s, era)
 		for _, named := range []struct {
 			k      kind
 			what   string
@@ -104,6 +122,10 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 			k, what, byName := named.k, named.what, named.byName
 			for i, def := range s.lists[k] {
 				e, err := expose(s, def, sep)
+				if w, withheld := bad[k][i]; withheld && err != nil {
+					c.withhold(w) // no usable name: the schema says what is wrong
+					continue
+				}
 				if err != nil {
 					s.log.Warn(fmt.Sprintf("%s #%d of the list is ignored: %v", what, i+1, err))
 					continue
@@ -113,6 +135,10 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 						c.hidden[e.exposed] = why
 						continue
 					}
+				}
+				if w, withheld := bad[k][i]; withheld {
+					c.withhold(w)
+					continue
 				}
 				if other, dup := byName[e.exposed]; dup {
 					problems = append(problems, fmt.Sprintf("the %s name %q would be exposed twice: for %s %q of server %q and for %s %q of server %q; "+
@@ -127,6 +153,10 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 			}
 		}
 		for i, def := range s.lists[kindResources] {
+			if w, withheld := bad[kindResources][i]; withheld {
+				c.withhold(w)
+				continue
+			}
 			uri, err := stringMember(def, "uri")
 			if err != nil {
 				s.log.Warn(fmt.Sprintf("resource #%d of the list is ignored: %v", i+1, err))
@@ -142,6 +172,10 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 			defs[kindResources] = append(defs[kindResources], def)
 		}
 		for i, def := range s.lists[kindTemplates] {
+			if w, withheld := bad[kindTemplates][i]; withheld {
+				c.withhold(w)
+				continue
+			}
 			uri, err := stringMember(def, "uriTemplate")
 			if err != nil {
 				s.log.Warn(fmt.Sprintf("resource template #%d of the list is ignored: %v", i+1, err))
@@ -270,7 +304,7 @@ func (c *catalog) without(s *server) *catalog {
 			rest = append(rest, o)
 		}
 	}
-	n, err := buildCatalog(rest, c.sep)
+	n, err := buildCatalogFor(rest, c.sep, c.era)
 	if err != nil {
 		return c
 	}

@@ -35,11 +35,12 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	for _, k := range ks {
 		s.lists[k] = lists[k]
 	}
+	s.verdicts = nil
 	if a.catalog.Load() == nil {
 		return // the start-up builds the first catalog with these lists
 	}
 	if err := a.publish(); err != nil {
-		s.lists = old
+		s.lists, s.verdicts = old, nil
 		s.log.Error("the new list cannot be served; keeping the previous list", "error", err)
 	}
 }

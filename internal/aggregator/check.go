@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 )
 
 // Report is what Check found out about a configuration.
@@ -44,9 +45,11 @@ type ServerReport struct {
 	Reason    string `json:"reason,omitempty"`
 	StartupMS int64  `json:"startupMs"`
 	Protocol  string `json:"protocol,omitempty"`
-	Tools     int    `json:"tools"` // the tools served, after the filters
-	Prompts   int    `json:"prompts"`
-	Resources int    `json:"resources"`
+	// Tools, Prompts and Resources count what is served: after the filters, without the
+	// withheld definitions.
+	Tools     int `json:"tools"`
+	Prompts   int `json:"prompts"`
+	Resources int `json:"resources"`
 	// HiddenTools counts the tools its filters ("includeTools", "excludeTools",
 	// "disabledTools") hide; UnmatchedPatterns are the filter patterns that match none of its
 	// tools (a typo hides nothing, or keeps what it meant to hide).
@@ -58,6 +61,21 @@ type ServerReport struct {
 	// LoginShellPath is the PATH of the user's login shell when the command was not in the
 	// aggregator's PATH and was found there: the server runs with it.
 	LoginShellPath string `json:"loginShellPath,omitempty"`
+	// Withheld are the definitions it lists that break the MCP schema, which are not served
+	// (a server with some is still healthy).
+	Withheld []WithheldReport `json:"withheld,omitempty"`
+}
+
+// WithheldReport is one withheld definition and why.
+type WithheldReport struct {
+	// Kind is "tool", "prompt", "resource" or "resource template".
+	Kind string `json:"kind"`
+	// Name is the tool's or prompt's name, the resource's URI or the template's URI
+	// template; "" when it has none.
+	Name string `json:"name,omitempty"`
+	// Line is the message that names it on stderr and to the client.
+	Line       string                `json:"message"`
+	Violations []mcpschema.Violation `json:"violations"`
 }
 
 // ToolReport is one exposed tool and which clients accept its name.
@@ -112,8 +130,18 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			for _, p := range s.filter.Unmatched(names) {
 				r.UnmatchedPatterns = append(r.UnmatchedPatterns, config.Warning{File: cfg.File, Problem: p}.String())
 			}
-			r.Tools = len(names) - r.HiddenTools
-			r.Prompts, r.Resources, r.Protocol = len(s.lists[kindPrompts]), len(s.lists[kindResources]), s.protocol
+			// The era of the client check stands for: the one of the protocol it declares.
+			withheld := screen(s, mcpschema.EraOf(serverProtocols[0]))
+			for k := range numKinds {
+				for i := range s.lists[k] {
+					if w, ok := withheld[k][i]; ok {
+						r.Withheld = append(r.Withheld, WithheldReport{Kind: kindNames[k], Name: w.name, Line: w.String(), Violations: w.violations})
+					}
+				}
+			}
+			r.Tools = len(names) - r.HiddenTools - len(withheld[kindTools])
+			r.Prompts = len(s.lists[kindPrompts]) - len(withheld[kindPrompts])
+			r.Resources, r.Protocol = len(s.lists[kindResources])-len(withheld[kindResources]), s.protocol
 			r.InstructionsChars = length(strings.TrimSpace(s.instructions))
 			r.LoginShellPath = s.proc.LoginShellPath()
 		} else {

@@ -78,6 +78,10 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 		return
 	}
 	if !ok {
+		if w, withheld := cat.withheldAs(k, name); withheld {
+			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: %s", what, name, w.callError()))
+			return
+		}
 		if why, hidden := cat.hidden[name]; hidden && k == kindTools {
 			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown tool: %s: the tool is %s", name, why))
 			return
@@ -111,6 +115,10 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 	}
 	if strings.HasPrefix(uri, instructionsPrefix) {
 		a.answerClient(req.ID, nil, resourceNotFound(uri, "no server with this key gives instructions (the key is percent-encoded)"))
+		return
+	}
+	if w, withheld := cat.withheldAs(kindResources, uri); withheld && cat.resources[uri] == nil {
+		a.answerClient(req.ID, nil, resourceNotFound(uri, w.callError()))
 		return
 	}
 	s, why := cat.resourceOwner(uri)
@@ -164,6 +172,10 @@ func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
 			return
 		}
 		e, found := cat.prompts[name]
+		if w, withheld := cat.withheldAs(kindPrompts, name); !found && withheld {
+			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown prompt: %s: %s", name, w.callError()))
+			return
+		}
 		if !found {
 			a.answerClient(req.ID, nil, unknownName("prompt", name))
 			return

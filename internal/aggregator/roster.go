@@ -157,7 +157,7 @@ func (a *Aggregator) serving(key string) *server {
 
 // publish makes the catalog of the roster current (the one rule above) and tells the client
 // which lists changed, once per burst and, during a reload, once it has settled; resource
-// collisions new to it are warned about. When names would collide nothing changes, and the
+// collisions and withheld definitions new to it are reported. When names would collide nothing changes, and the
 // error names them: the caller undoes its change. Callers hold roster.mu, after the start-up.
 func (a *Aggregator) publish() error {
 	cat, err := buildCatalog(a.roster.listedServers(), a.opts.Separator)
@@ -170,6 +170,7 @@ func (a *Aggregator) publish() error {
 			a.log.Warn(w)
 		}
 	}
+	a.reportWithheld(old, cat)
 	if old != nil && !a.roster.reloading {
 		a.announce(old, cat)
 	}

@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"log/slog"
 	"maps"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func TestFall(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &Aggregator{opts: Options{RestartDelay: time.Second, MaxRestarts: tc.max}}
+			a := &Aggregator{opts: Options{RestartDelay: time.Second, MaxRestarts: tc.max}, log: slog.New(slog.DiscardHandler)}
 			sl := &slot{key: "k", state: tc.state, proc: old, listed: old, tries: tc.tries, since: time.Now().Add(-tc.served)}
 			a.roster.mu.Lock()
 			_, delay := a.fallLocked(sl, "exited")

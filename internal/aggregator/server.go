@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
@@ -55,6 +56,9 @@ type server struct {
 	// lists are the server's tools, prompts, resources and resource templates as it sent
 	// them, in its order. Guarded by roster.mu.
 	lists [numKinds][]json.RawMessage
+	// verdicts are the MCP schema's verdicts on its lists (withheld.go), cleared with every
+	// change of the lists. Guarded by roster.mu.
+	verdicts map[verdictKey][]mcpschema.Violation
 	// listed is closed once the first lists are read: a list change announced before waits
 	// for it.
 	listed chan struct{}
@@ -193,7 +197,7 @@ func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMe
 		return stage, err
 	}
 	a.roster.mu.Lock()
-	s.lists = lists
+	s.lists, s.verdicts = lists, nil
 	a.roster.mu.Unlock()
 	return "", nil
 }

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 )
 
 var (
@@ -36,7 +38,7 @@ var (
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
-	only       = flag.String("only", "", "run only this measurement: latency, throughput, startup, discovery, payload, idle, reload")
+	only       = flag.String("only", "", "run only this measurement: latency, throughput, startup, discovery, schema, payload, idle, reload")
 	baseline   = flag.String("baseline", "", "compare with this aggregator binary (an earlier build), interleaved in one run, instead of the usual report")
 	baseLabel  = flag.String("baseline-label", "baseline", "what the baseline is, for the report (a commit)")
 )
@@ -90,6 +92,9 @@ func main() {
 	}
 	if want("discovery") {
 		add(b.discovery())
+	}
+	if want("schema") {
+		add(b.schemaCheck())
 	}
 	if want("payload") {
 		add(b.payload()...)
@@ -322,6 +327,33 @@ func (b *bench) discovery() row {
 	}
 	dm, am := median(dr), median(ar)
 	return row{"tools/list of 2,000 tools, p50", us(dm), us(am), fmt.Sprintf("%.2fx one child", float64(am)/float64(dm)), "<= 1.1x"}
+}
+
+// schemaCheck: what the start-up spends checking 2,000 tool definitions (the fixture's, as it
+// lists them) against the MCP schema, which is done once per list read, not per tools/list
+// (that is served from the catalog: see discovery).
+func (b *bench) schemaCheck() row {
+	d := b.direct("-only-fillers", "-tools", "2000")
+	res, err := d.ListTools(context.Background(), nil)
+	d.Close()
+	if err != nil || len(res.Tools) != 2000 {
+		log.Fatalf("tools/list: %v", err)
+	}
+	defs := make([]json.RawMessage, len(res.Tools))
+	for i, t := range res.Tools {
+		defs[i], _ = json.Marshal(t)
+	}
+	var took []time.Duration
+	for range max(*runs, 5) {
+		start := time.Now()
+		for _, def := range defs {
+			if v := mcpschema.Check(mcpschema.Legacy, mcpschema.Tool, def); v != nil {
+				log.Fatalf("a filler tool breaks the schema: %v", v)
+			}
+		}
+		took = append(took, time.Since(start))
+	}
+	return row{"start-up: checking 2,000 tool definitions against the MCP schema", "", ms(median(took)), "", "<= 50 ms"}
 }
 
 // payload: one 8 MiB result (time and the aggregator's peak RSS over its idle footprint), and
