@@ -182,7 +182,7 @@ func convert(file string, raw genconfig.Config, doc any) (*Config, []entry, []Wa
 				Message: fmt.Sprintf("server %q: %s, so it is skipped", key, skip.Reason),
 			}})
 		default:
-			srv := Server{Key: key, Args: slices.Clone(s.Args), Env: map[string]string{}}
+			srv := Server{Key: key, Args: slices.Clone(s.Args), Env: map[string]string{}, AlwaysLoad: s.AlwaysLoad != nil && *s.AlwaysLoad}
 			if s.Command != nil {
 				srv.Command = *s.Command
 			}
