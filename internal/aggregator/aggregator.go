@@ -74,6 +74,9 @@ type Options struct {
 	// CursorEntry is the name of the aggregator's entry in Cursor's configuration, for
 	// Check's Cursor column; "" means "aggregator".
 	CursorEntry string
+	// ToolSearch lists the aggregator's search and call tools instead of the catalog's tools
+	// (toolsearch.go).
+	ToolSearch bool
 }
 
 // Aggregator serves what a set of servers offer to one client.
@@ -240,6 +243,9 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	a.caps = unionCapabilities(a.servers, a.tasksCaps)
 	a.started, a.serverParams = true, params
 	instructions = combineInstructions(a.servers, a.opts.Separator, instructionLimit(cs.name))
+	if a.opts.ToolSearch {
+		instructions = searchInstructions(cat, instructions)
+	}
 	unmatched := map[*server][]config.Problem{}
 	names := map[*server][numKinds]int{}
 	for _, s := range a.servers {

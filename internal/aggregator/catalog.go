@@ -60,6 +60,8 @@ type catalog struct {
 	// warnings are the collisions of resources and templates between servers: each names
 	// both servers and which one wins.
 	warnings []string
+
+	search searchState // --tool-search: the index and list, built at first use (toolsearch.go)
 }
 
 // entry is one exposed tool or prompt: who owns it and its definition under the exposed name.
