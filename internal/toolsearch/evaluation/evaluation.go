@@ -43,7 +43,7 @@ func LoadServers(dir string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := &Set{Name: "servers"}
+	set := &Set{Name: "recorded servers"}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
