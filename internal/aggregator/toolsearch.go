@@ -41,32 +41,43 @@ const (
 	searchBudget       = 32 << 10
 )
 
-// searchState is what the mode needs of a catalog, built once from it.
+// searchState is what the mode needs of a catalog, each part built once from it when first
+// needed: the list (cheap) at the first tools/list, the index at the first search.
 type searchState struct {
-	once    sync.Once
-	index   *toolsearch.Index
-	entries []entry         // by place in the index
-	list    json.RawMessage // the answer to tools/list
-	servers string          // a line per server: key, tool count, summary
-	keys    []string        // the keys of the servers with tools
+	listOnce sync.Once
+	list     json.RawMessage // the answer to tools/list
+	servers  string          // a line per server: key, tool count, summary
+	keys     []string        // the keys of the servers with tools
+
+	indexOnce sync.Once
+	index     *toolsearch.Index // of the catalog's tools, in the order of catalog.order
 }
 
-// searching returns the catalog's index and list of the mode, building them at the first call.
+// searching returns the catalog's list of the mode, building it at the first call.
 func (c *catalog) searching() *searchState {
 	st := &c.search
-	st.once.Do(func() { st.build(c) })
+	st.listOnce.Do(func() { st.build(c) })
 	return st
 }
 
+// searchIndex returns the catalog's index, building it at the first call.
+func (c *catalog) searchIndex() *toolsearch.Index {
+	st := &c.search
+	st.indexOnce.Do(func() {
+		tools := make([]toolsearch.Tool, len(c.order))
+		for i, e := range c.order {
+			tools[i] = toolsearch.FromDefinition(e.exposed, e.server.key, e.original, e.def)
+		}
+		st.index = toolsearch.New(tools)
+	})
+	return st.index
+}
+
 func (st *searchState) build(c *catalog) {
-	st.entries = c.order
-	tools := make([]toolsearch.Tool, len(c.order))
 	counts := map[*server]int{}
-	for i, e := range c.order {
-		tools[i] = toolsearch.FromDefinition(e.exposed, e.server.key, e.original, e.def)
+	for _, e := range c.order {
 		counts[e.server]++
 	}
-	st.index = toolsearch.New(tools)
 	var lines []string
 	for _, s := range c.servers {
 		n := counts[s]
@@ -176,7 +187,7 @@ func searchInstructions(c *catalog, rest string) string {
 	st := c.searching()
 	text := fmt.Sprintf("This aggregator serves %d tools of %d servers through a search. Call %s with what you want to do to get the matching tools' definitions, "+
 		"then call one with %s (or %s when it is marked readOnlyHint), giving its exact name and arguments. Search before calling: do not guess tool names. "+
-		"Servers:\n%s", st.index.Len(), len(st.keys), searchToolName, callToolName, callReadOnlyName, st.servers)
+		"Servers:\n%s", len(c.order), len(st.keys), searchToolName, callToolName, callReadOnlyName, st.servers)
 	if rest != "" {
 		text += "\n\n" + rest
 	}
@@ -271,13 +282,13 @@ func (a *Aggregator) searchTools(cat *catalog, args json.RawMessage) json.RawMes
 		limit = defaultSearchLimit
 	}
 	limit = min(limit, maxSearchLimit)
-	hits := st.index.Search(*p.Query, toolsearch.Options{Server: p.Server, Limit: limit})
+	hits := cat.searchIndex().Search(*p.Query, toolsearch.Options{Server: p.Server, Limit: limit})
 	var b strings.Builder
 	b.WriteString(`{"tools":[`)
 	var omitted []string
 	n := 0
 	for i, h := range hits {
-		e := st.entries[h.Tool]
+		e := cat.order[h.Tool]
 		q := strings.TrimSpace(*p.Query)
 		exact := i == 0 && (strings.EqualFold(q, e.exposed) || strings.EqualFold(q, e.original))
 		if !exact && b.Len()+len(e.def) > searchBudget {
