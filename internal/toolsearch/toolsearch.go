@@ -183,12 +183,6 @@ func uniq(s []string) []string {
 	return slices.Compact(s)
 }
 
-// Len is the number of tools indexed.
-func (ix *Index) Len() int { return len(ix.tools) }
-
-// Tool returns the i-th tool of the index.
-func (ix *Index) Tool(i int) Tool { return ix.tools[i] }
-
 // Options narrow a search.
 type Options struct {
 	// Server, when set, keeps only the tools of the server with this key.
@@ -199,7 +193,7 @@ type Options struct {
 
 // Hit is one tool found.
 type Hit struct {
-	// Tool is its place in the index (Index.Tool).
+	// Tool is its place in the slice the index was made from.
 	Tool int
 	// Score is its relevance; only the order of scores of one search means anything.
 	Score float64

@@ -23,13 +23,14 @@ func BenchmarkSearch10000(b *testing.B) {
 }
 
 func ExampleIndex_Search() {
-	ix := toolsearch.New([]toolsearch.Tool{
+	tools := []toolsearch.Tool{
 		{Name: "files:create_directory", Server: "files", Original: "create_directory", Description: "Create a new directory."},
 		{Name: "files:read_file", Server: "files", Original: "read_file", Description: "Read the contents of a file."},
 		{Name: "chat:post_message", Server: "chat", Original: "post_message", Description: "Post a message to a channel."},
-	})
+	}
+	ix := toolsearch.New(tools)
 	for _, h := range ix.Search("make a new folder", toolsearch.Options{}) {
-		fmt.Println(ix.Tool(h.Tool).Name)
+		fmt.Println(tools[h.Tool].Name)
 	}
 	// Output:
 	// files:create_directory

@@ -74,7 +74,7 @@ func index(t *testing.T) *Index {
 func names(ix *Index, hits []Hit) []string {
 	var out []string
 	for _, h := range hits {
-		out = append(out, ix.Tool(h.Tool).Name)
+		out = append(out, ix.tools[h.Tool].Name)
 	}
 	return out
 }
@@ -129,7 +129,7 @@ func TestSearchFindsNothingRatherThanNoise(t *testing.T) {
 	// file tool.
 	for _, h := range ix.Search("read the file in the channel", Options{}) {
 		if h.Coverage < minCoverage {
-			t.Errorf("hit %s under the coverage threshold", ix.Tool(h.Tool).Name)
+			t.Errorf("hit %s under the coverage threshold", ix.tools[h.Tool].Name)
 		}
 	}
 }
