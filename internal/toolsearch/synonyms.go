@@ -11,10 +11,10 @@ import "strings"
 var synonymGroups = []string{
 	// operations
 	"delete remove erase drop destroy discard purge forget uninstall",
-	"create new add make generate produce build",
+	"create new add make generate produce build open",
 	"add append insert attach",
 	"find search lookup locate discover query look seek",
-	"get fetch retrieve read obtain load download grab pull show view open see display",
+	"get fetch retrieve read obtain load download grab show view open see display",
 	"list enumerate show all browse",
 	"update modify change edit patch alter set replace rewrite",
 	"write save store persist record put",
@@ -144,6 +144,15 @@ var abbreviations = map[string]string{
 	"config": "configuration",
 	"url":    "link",
 }
+
+// longForms are the abbreviations by stemmed term, each with the stemmed terms of its long form.
+var longForms = func() map[string][]string {
+	m := map[string][]string{}
+	for short, long := range abbreviations {
+		m[stem(short)] = terms(long)
+	}
+	return m
+}()
 
 const (
 	synonymWeight      = 0.5

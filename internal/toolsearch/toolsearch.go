@@ -205,6 +205,7 @@ type Hit struct {
 // and score at least minRelative of the best hit: a model given a list padded with weak
 // matches picks from it all the same, so none is better than a bad one.
 const (
+	nameBoost   = 0.5
 	minCoverage = 0.2
 	minRelative = 0.3
 )
@@ -225,9 +226,22 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 	if i, found := ix.names[strings.ToLower(strings.TrimSpace(query))]; found && ok(i) {
 		exact = i
 	}
-	qterms := uniq(terms(query))
-	if len(qterms) == 0 && exact < 0 {
+	qts := queryTerms(query)
+	if len(qts) == 0 && exact < 0 {
 		return nil
+	}
+	// matched is, by term, the most a tool's name term counts for the name boost: 1 for a
+	// query term, less for its synonyms.
+	matched := map[string]float64{}
+	note := func(term string, w float64) { matched[term] = max(matched[term], w) }
+	for _, q := range qts {
+		note(q.term, q.weight)
+		for _, e := range expansions[q.term] {
+			note(e.term, q.weight*e.weight)
+		}
+		if q.literal != "" {
+			note(q.literal, 1)
+		}
 	}
 	// Each query term adds the best of what it matches in a tool: itself or one of its
 	// expansions, weighted. A tool that has several synonyms of one word is not counted twice.
@@ -235,7 +249,8 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 	defer ix.scratch.Put(sc)
 	sc.reset(len(ix.tools))
 	var weightSum float64
-	for _, q := range qterms {
+	for _, qt := range qts {
+		q := qt.term
 		// A word that neither the tools nor the synonyms of any know (a file name, a
 		// person) cannot tell tools apart: it does not count towards coverage.
 		qidf, known := ix.idf[q]
@@ -249,6 +264,7 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 		if !known {
 			continue
 		}
+		qidf *= qt.weight
 		weightSum += qidf
 		sc.touched = sc.touched[:0]
 		try := func(term string, weight float64) {
@@ -270,9 +286,12 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 				}
 			}
 		}
-		try(q, 1)
+		try(q, qt.weight)
 		for _, e := range expansions[q] {
-			try(e.term, e.weight)
+			try(e.term, qt.weight*e.weight)
+		}
+		if qt.literal != "" {
+			try(qt.literal, 1)
 		}
 		for _, t := range sc.touched {
 			if sc.total[t] == 0 {
@@ -292,15 +311,14 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 			continue
 		}
 		s := float64(sc.total[t])
-		// A query that holds every word of a tool's name (make a new directory) is a strong hint.
+		// A query that holds every word of a tool's name, or their synonyms (make a new
+		// folder: create_directory), is a strong hint.
 		if name := ix.nameSets[i]; len(name) > 0 {
-			in := 0
+			in := 0.0
 			for _, w := range name {
-				if _, found := slices.BinarySearch(qterms, w); found {
-					in++
-				}
+				in += matched[w]
 			}
-			s *= 1 + 0.5*float64(in)/float64(len(name))
+			s *= 1 + nameBoost*in/float64(len(name))
 		}
 		first = max(first, s)
 		c := 0.0
@@ -340,6 +358,42 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 			break // sorted by score: the rest are weaker still
 		}
 		out = append(out, h)
+	}
+	return out
+}
+
+// queryTerm is a term of a query, with its weight; an abbreviation is replaced by the terms
+// of its long form (pr: pull, request), the first of which also matches the abbreviation as
+// written (literal).
+type queryTerm struct {
+	term    string
+	weight  float64
+	literal string
+}
+
+func queryTerms(query string) []queryTerm {
+	var out []queryTerm
+	seen := map[string]bool{}
+	for _, t := range terms(query) {
+		long := longForms[t]
+		if len(long) == 0 {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, queryTerm{t, 1, ""})
+			}
+			continue
+		}
+		for i, w := range long {
+			if seen[w] {
+				continue
+			}
+			seen[w] = true
+			q := queryTerm{w, abbreviationWeight, ""}
+			if i == 0 {
+				q.literal = t
+			}
+			out = append(out, q)
+		}
 	}
 	return out
 }
