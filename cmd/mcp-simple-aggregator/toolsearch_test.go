@@ -71,7 +71,7 @@ func toolSearchConfig(t *testing.T) string {
 	return `{"mcpServers": {
 		"fs": ` + recordedServer(t, "filesystem", `, "excludeTools": ["move_file"]`) + `,
 		"gh": ` + recordedServer(t, "github", "") + `,
-		"fx": {"command": "$FIXTURE", "alwaysLoad": true}
+		"fx": {"command": "$FIXTURE", "args": ["-instructions", "Tools to test the aggregator with. Each does one odd thing."], "alwaysLoad": true}
 	}}`
 }
 
@@ -112,10 +112,15 @@ func TestToolSearchListAndSearch(t *testing.T) {
 			t.Errorf("%s: readOnlyHint %v, want %v: %s", name, !readOnly, readOnly, listed[name])
 		}
 	}
-	for _, s := range []string{"fs (13 tools)", "gh (26 tools)", "fx (", "listed in full", "search_tools"} {
+	for _, s := range []string{"fs (13 tools): tools such as read_file", "gh (26 tools)", "tools, listed in full): Tools to test the aggregator with.", "search_tools"} {
 		if !bytes.Contains(init.Result, []byte(s)) || !bytes.Contains(listed["search_tools"], []byte(s)) {
 			t.Errorf("the instructions or search_tools' description lack %q:\n%s\n%s", s, init.Result, listed["search_tools"])
 		}
+	}
+
+	// The servers' own instructions follow.
+	if !bytes.Contains(init.Result, []byte(`<instructions server=\"fx\">`)) {
+		t.Errorf("the servers' instructions are missing: %s", init.Result)
 	}
 
 	r, found := search(t, agg, `{"query":"make a new folder"}`)
@@ -260,5 +265,22 @@ func TestToolSearchBoundedAnswer(t *testing.T) {
 	// The omitted tool, asked for by name, comes whole.
 	if _, again := search(t, agg, `{"query":"`+r.Omitted[0]+`"}`); len(again) == 0 || again[0] != r.Omitted[0] {
 		t.Errorf("%s asked for by name: %q", r.Omitted[0], again)
+	}
+}
+
+// Claude Code cuts instructions at 2,048 characters: in the mode, the search's part comes first
+// and the whole stays within the limit.
+func TestToolSearchInstructionsLimit(t *testing.T) {
+	agg := startAggregator(t, `{"mcpServers": {
+		"fs": `+recordedServer(t, "filesystem", "")+`,
+		"fx": {"command": "$FIXTURE", "args": ["-instructions-size", "5000"]}
+	}}`, "--tool-search")
+	m := agg.initialize("claude-code")
+	var r struct {
+		Instructions string `json:"instructions"`
+	}
+	json.Unmarshal(m.Result, &r)
+	if n := len([]rune(r.Instructions)); n > 2048 || !strings.HasPrefix(r.Instructions, "This aggregator serves") || !strings.Contains(r.Instructions, "search_tools") {
+		t.Errorf("instructions of %d characters for claude-code:\n%s", n, r.Instructions)
 	}
 }

@@ -244,7 +244,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	a.started, a.serverParams = true, params
 	instructions = combineInstructions(a.servers, a.opts.Separator, instructionLimit(cs.name))
 	if a.opts.ToolSearch {
-		instructions = searchInstructions(cat, instructions)
+		instructions = searchInstructions(cat, a.servers, a.opts.Separator, instructionLimit(cs.name))
 	}
 	unmatched := map[*server][]config.Problem{}
 	names := map[*server][numKinds]int{}

@@ -181,14 +181,22 @@ func ownToolDefs(servers string) []json.RawMessage {
 	return out
 }
 
-// searchInstructions opens the client's instructions in the mode: what servers are there, and
-// to search before calling.
-func searchInstructions(c *catalog, rest string) string {
+// searchInstructions are the client's instructions in the mode: what servers are there, and to
+// search before calling, followed by the servers' own instructions (combineInstructions), all
+// within limit characters when limit > 0.
+func searchInstructions(c *catalog, servers []*server, sep string, limit int) string {
 	st := c.searching()
 	text := fmt.Sprintf("This aggregator serves %d tools of %d servers through a search. Call %s with what you want to do to get the matching tools' definitions, "+
 		"then call one with %s (or %s when it is marked readOnlyHint), giving its exact name and arguments. Search before calling: do not guess tool names. "+
 		"Servers:\n%s", len(c.order), len(st.keys), searchToolName, callToolName, callReadOnlyName, st.servers)
-	if rest != "" {
+	if limit > 0 && length(text) > limit {
+		return cut(text, limit)
+	}
+	left := 0
+	if limit > 0 {
+		left = max(limit-length(text)-2, 1)
+	}
+	if rest := combineInstructions(servers, sep, left); rest != "" && (limit == 0 || length(rest) <= left) {
 		text += "\n\n" + rest
 	}
 	return text
