@@ -101,7 +101,8 @@ type Index struct {
 	postings map[string][]posting
 	idf      map[string]float64
 	names    map[string]int   // exact names, exposed and original (lower-cased), to tools
-	nameSets [][]string       // each tool's name terms, for the name boost
+	nameSets [][]int32        // each tool's name terms (by nameID), for the name boost
+	nameIDs  map[string]int32 // the terms of names, numbered
 	servers  map[string][]int // tools by server key
 	scratch  sync.Pool        // of *scratch
 }
@@ -113,7 +114,8 @@ func New(tools []Tool) *Index {
 		postings: map[string][]posting{},
 		idf:      map[string]float64{},
 		names:    map[string]int{},
-		nameSets: make([][]string, len(tools)),
+		nameSets: make([][]int32, len(tools)),
+		nameIDs:  map[string]int32{},
 		servers:  map[string][]int{},
 	}
 	ix.scratch.New = func() any { return &scratch{} }
@@ -148,7 +150,14 @@ func New(tools []Tool) *Index {
 			addText(fieldParamName, p.Name)
 			addText(fieldParamDescription, p.Description)
 		}
-		ix.nameSets[i] = uniq(terms(t.Original))
+		for _, w := range uniq(terms(t.Original)) {
+			id, ok := ix.nameIDs[w]
+			if !ok {
+				id = int32(len(ix.nameIDs))
+				ix.nameIDs[w] = id
+			}
+			ix.nameSets[i] = append(ix.nameSets[i], id)
+		}
 		perTool[i] = tf
 		for f := range numFields {
 			avg[f] += lengths[i][f]
@@ -230,10 +239,19 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 	if len(qts) == 0 && exact < 0 {
 		return nil
 	}
-	// matched is, by term, the most a tool's name term counts for the name boost: 1 for a
+	sc := ix.scratch.Get().(*scratch)
+	defer ix.scratch.Put(sc)
+	sc.reset(len(ix.tools), len(ix.nameIDs))
+	// matched is, by name term, the most it counts for the name boost: 1 for a
 	// query term, less for its synonyms.
-	matched := map[string]float64{}
-	note := func(term string, w float64) { matched[term] = max(matched[term], w) }
+	note := func(term string, w float64) {
+		if id, ok := ix.nameIDs[term]; ok {
+			if sc.matched[id] == 0 {
+				sc.named = append(sc.named, id)
+			}
+			sc.matched[id] = max(sc.matched[id], float32(w))
+		}
+	}
 	for _, q := range qts {
 		note(q.term, q.weight)
 		for _, e := range expansions[q.term] {
@@ -245,9 +263,6 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 	}
 	// Each query term adds the best of what it matches in a tool: itself or one of its
 	// expansions, weighted. A tool that has several synonyms of one word is not counted twice.
-	sc := ix.scratch.Get().(*scratch)
-	defer ix.scratch.Put(sc)
-	sc.reset(len(ix.tools))
 	var weightSum float64
 	for _, qt := range qts {
 		q := qt.term
@@ -316,7 +331,7 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 		if name := ix.nameSets[i]; len(name) > 0 {
 			in := 0.0
 			for _, w := range name {
-				in += matched[w]
+				in += float64(sc.matched[w])
 			}
 			s *= 1 + nameBoost*in/float64(len(name))
 		}
@@ -409,16 +424,24 @@ func better(a, b Hit) bool {
 // scratch is the working memory of one search, by tool: kept in a pool, so that a search
 // allocates little.
 type scratch struct {
-	total, cover, best, bestW []float32
+	total, cover, best, bestW []float32 // by tool
 	touched, hit              []int32
+	matched                   []float32 // by name term
+	named                     []int32
 }
 
-func (sc *scratch) reset(n int) {
+func (sc *scratch) reset(tools, names int) {
 	for _, t := range sc.hit {
 		sc.total[t], sc.cover[t] = 0, 0
 	}
-	sc.hit = sc.hit[:0]
-	if len(sc.total) != n {
-		sc.total, sc.cover, sc.best, sc.bestW = make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for _, id := range sc.named {
+		sc.matched[id] = 0
+	}
+	sc.hit, sc.named = sc.hit[:0], sc.named[:0]
+	if len(sc.total) != tools {
+		sc.total, sc.cover, sc.best, sc.bestW = make([]float32, tools), make([]float32, tools), make([]float32, tools), make([]float32, tools)
+	}
+	if len(sc.matched) != names {
+		sc.matched = make([]float32, names)
 	}
 }
