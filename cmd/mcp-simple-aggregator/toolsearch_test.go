@@ -178,8 +178,23 @@ func TestToolSearchCall(t *testing.T) {
 			}
 		}
 	}
+	// Members in any order: the arguments before the name, outside and inside.
+	direct := agg.call("tools/call", `{"arguments":{"path":"/y"},"name":"fs:read_file"}`)
+	m := agg.call("tools/call", `{"arguments":{"arguments":{"path":"/y"},"name":"fs:read_file"},"name":"call_tool"}`)
+	if !bytes.Equal(m.Result, direct.Result) {
+		t.Errorf("call_tool with the arguments first:\n got %s\nwant %s", m.Line, direct.Line)
+	}
+	// Malformed arguments get an error result, and the aggregator serves on.
+	for _, params := range []string{
+		`{"name":"call_tool"}`, `{"name":"call_tool","arguments":null}`, `{"name":"call_tool","arguments":"fx:echo"}`,
+		`{"name":"call_read_only_tool","arguments":{"name":7}}`, `{"name":"search_tools","arguments":[]}`, `{"arguments":{},"name":"search_tools"}`,
+	} {
+		if text, isError := toolResult(t, agg.call("tools/call", params)); !isError {
+			t.Errorf("%s: %s, want an error", params, text)
+		}
+	}
 	// Progress passes through as for a direct call.
-	m := agg.call("tools/call", `{"name":"call_tool","arguments":{"name":"fx:progress","arguments":{}},"_meta":{"progressToken":"p-1"}}`)
+	m = agg.call("tools/call", `{"name":"call_tool","arguments":{"name":"fx:progress","arguments":{}},"_meta":{"progressToken":"p-1"}}`)
 	if m.Error != nil {
 		t.Fatalf("progress: %s", m.Line)
 	}

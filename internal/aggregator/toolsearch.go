@@ -249,8 +249,10 @@ func (a *Aggregator) callOwnTool(req *jsonrpc.Request) bool {
 	if is, ie, ok := rawjson.Member(args, "arguments"); ok {
 		inner = args[is:ie]
 	}
-	parts := [][]byte{req.Params[:ns], e.quoted, req.Params[ne:as], inner, req.Params[ae:]}
-	if as < ns {
+	var parts [][]byte
+	if ns < as {
+		parts = [][]byte{req.Params[:ns], e.quoted, req.Params[ne:as], inner, req.Params[ae:]}
+	} else {
 		parts = [][]byte{req.Params[:as], inner, req.Params[ae:ns], e.quoted, req.Params[ne:]}
 	}
 	task := a.tasksCaps != nil && rawjson.Has(req.Params, "task")
