@@ -16,6 +16,7 @@
 //	reload.go      a reload: the new file applied server by server, nothing in flight lost
 //	instructions.go  the servers' instructions combined for the client, and as resources
 //	catalog.go     the catalog: names, URIs, collisions
+//	toolsearch.go  --tool-search: the search and call tools, the index of each catalog
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself
 //	check.go       the check command
 //
