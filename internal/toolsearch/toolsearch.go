@@ -214,10 +214,14 @@ type Hit struct {
 // and score at least minRelative of the best hit: a model given a list padded with weak
 // matches picks from it all the same, so none is better than a bad one.
 const (
-	nameBoost   = 0.5
 	minCoverage = 0.2
 	minRelative = 0.3
 )
+
+// nameBoost is how much a tool's score grows when the query covers every word of its name
+// (in proportion for part of them): at most by half. On the labelled sets, 0.3 to 1.0 gave
+// recall@5 within 0.02 of each other; 1.5 lost more (names crowd out descriptions).
+const nameBoost = 0.5
 
 // Search returns the tools that best match query, best first: none when nothing matches well.
 // A query that is exactly the name of a tool (as exposed, or as its server names it) returns
