@@ -220,7 +220,10 @@ func (a *Aggregator) callOwnTool(req *jsonrpc.Request) bool {
 	}
 	cat := a.catalog.Load()
 	if name == searchToolName {
-		a.answerClient(req.ID, a.searchTools(cat, args), nil)
+		// Off the client's reader: the first search of a catalog builds its index (about
+		// 12 ms for 300 tools, half a second for 10,000), and nothing else should wait for it.
+		args = slices.Clone(args) // the request's bytes are not ours once this returns
+		go func() { a.answerClient(req.ID, a.searchTools(cat, args), nil) }()
 		return true
 	}
 	var p struct {
