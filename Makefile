@@ -1,7 +1,7 @@
 # Thin wrappers over the go command; `go test ./...` alone runs every test.
 GO ?= go
 
-.PHONY: all generate check-generate build cross test race vet lint fuzz faults interop bench bench-compare \
+.PHONY: all generate check-generate build cross test race vet lint fuzz faults interop bench bench-toolsearch bench-compare \
 	dist dist-check goreleaser-check release publish-registry
 
 all: check-generate lint test
@@ -23,6 +23,13 @@ build:
 bench: build
 	$(GO) build -o bin/fixture-server ./internal/fixture/server
 	$(GO) run ./internal/bench -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
+
+# The tool search's benchmark alone (also part of bench): retrieval against plain BM25 on the
+# labelled sets of testdata/toolsearch, search latency on 10,000 tools, and the size of
+# tools/list with and without --tool-search; writes the toolsearch section of BENCHMARKS.md.
+bench-toolsearch: build
+	$(GO) build -o bin/fixture-server ./internal/fixture/server
+	$(GO) run ./internal/bench -only toolsearch -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
 
 # Before and after: the aggregator at BASE (a commit) against this tree, interleaved in one run
 # (added latency, throughput share, start-up, discovery); writes the compare section of

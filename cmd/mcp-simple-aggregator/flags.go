@@ -67,6 +67,7 @@ type options struct {
 	maxMessageSize int
 	debug          bool
 	noWatch        bool   // do not reload when the files of the configuration change
+	toolSearch     bool   // list search and call tools instead of every tool
 	check          bool   // the check command
 	json           bool   // check: print JSON
 	cursorName     string // check: the aggregator's entry name in Cursor's configuration
@@ -95,6 +96,8 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 	fs.BoolVar(&opts.debug, "debug", false, "also log lifecycle events and traffic summaries on stderr")
 	fs.BoolVar(&opts.noWatch, "no-watch", false,
 		"do not reload when the configuration file or a server's envFile changes (SIGHUP still reloads)")
+	fs.BoolVar(&opts.toolSearch, "tool-search", false,
+		"list a search tool and call tools instead of every tool (and the tools of servers with \"alwaysLoad\": true); for clients that cannot hold many tools")
 	version := fs.Bool("version", false, "print the version and exit")
 	if check {
 		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")

@@ -104,6 +104,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Log:            log,
 		Stderr:         stderr,
 		CursorEntry:    opts.cursorName,
+		ToolSearch:     opts.toolSearch,
 	}
 	if opts.check {
 		return runCheck(ctx, cfg, aggOpts, opts.json, stdout)

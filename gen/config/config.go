@@ -39,10 +39,11 @@ type Server struct {
 	// ignored.
 	AlwaysAllow interface{} `json:"alwaysAllow,omitempty,omitzero"`
 
-	// Whether the client loads the server's tools up front instead of deferring them
-	// to its tool search (Claude Code). It concerns the client, not the aggregator:
-	// accepted, whatever its value, and ignored.
-	AlwaysLoad interface{} `json:"alwaysLoad,omitempty,omitzero"`
+	// true lists the server's tools in full even with --tool-search, next to the
+	// aggregator's search and call tools, instead of leaving them to the search
+	// (Claude Code's field, with the same meaning for its own tool search). Without
+	// --tool-search it changes nothing: every tool is listed.
+	AlwaysLoad *bool `json:"alwaysLoad,omitempty,omitzero"`
 
 	// The arguments passed to the command, each one as written after environment
 	// expansion: no shell splits or quotes them.

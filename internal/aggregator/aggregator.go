@@ -17,6 +17,7 @@
 //	instructions.go  the servers' instructions combined for the client, and as resources
 //	catalog.go     the catalog: names, URIs, collisions
 //	withheld.go    definitions clients would reject: checked (internal/mcpschema), withheld, named
+//	toolsearch.go  --tool-search: the search and call tools, the index of each catalog
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself
 //	check.go       the check command
 //	limits.go      the clients' limits: how many tools, which names (Cursor)
@@ -82,6 +83,9 @@ type Options struct {
 	// CursorEntry is the name of the aggregator's entry in Cursor's configuration, for
 	// Check's Cursor column; "" means "aggregator".
 	CursorEntry string
+	// ToolSearch lists the aggregator's search and call tools instead of the catalog's tools
+	// (toolsearch.go).
+	ToolSearch bool
 }
 
 // Aggregator serves what a set of servers offer to one client.
@@ -253,6 +257,9 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	a.tasksCaps = unionTasks(cat.servers)
 	a.caps = unionCapabilities(cat.servers, a.tasksCaps)
 	instructions = combineInstructions(cat.servers, a.opts.Separator, instructionLimit(cs.name))
+	if a.opts.ToolSearch {
+		instructions = searchInstructions(cat, cat.servers, a.opts.Separator, instructionLimit(cs.name))
+	}
 	// Published before reloadMu is released: a reload waiting for it sees the session.
 	a.session.Store(cs)
 	r.mu.Unlock()

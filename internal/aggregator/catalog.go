@@ -68,6 +68,7 @@ type catalog struct {
 	// (tools, prompts) or URI (resources, templates).
 	withheld   []withheldDef
 	withheldBy [numKinds]map[string]withheldDef
+	search     searchState // --tool-search: the index and list, built at first use (toolsearch.go)
 }
 
 // entry is one exposed tool or prompt: who owns it and its definition under the exposed name.

@@ -59,6 +59,9 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 		a.answerClient(req.ID, nil, invalidParams("%s needs params with the %s's name", req.Method, what))
 		return
 	}
+	if k == kindTools && a.opts.ToolSearch && a.callOwnTool(req) {
+		return
+	}
 	cat := a.catalog.Load()
 	byName := cat.tools
 	if k == kindPrompts {
@@ -284,6 +287,10 @@ func (a *Aggregator) answerList(req *jsonrpc.Request) {
 		}
 	}
 	if !a.checkNoCursor(req) {
+		return
+	}
+	if k == kindTools && a.opts.ToolSearch {
+		a.answerClient(req.ID, a.catalog.Load().searching().list, nil)
 		return
 	}
 	a.answerClient(req.ID, a.catalog.Load().lists[k], nil)

@@ -124,7 +124,8 @@ type slotView struct {
 // plan is what a reload does to each key, from the roster (each key's entry and state) and the
 // new file's entries: a key that is new is added, one that is gone removed; one whose process
 // would differ (command, args, env, envFile, cwd), or that is down or waiting to restart, is
-// restarted; one whose filters alone changed is refiltered; the rest are kept.
+// restarted; one whose filters or "alwaysLoad" alone changed is refiltered (its process
+// stays); the rest are kept.
 func plan(current map[string]slotView, next []config.Server) map[string]action {
 	actions := map[string]action{}
 	for _, sc := range next {
@@ -134,7 +135,7 @@ func plan(current map[string]slotView, next []config.Server) map[string]action {
 			actions[sc.Key] = add
 		case cur.state == down || cur.state == waiting || !sameProcess(cur.cfg, sc):
 			actions[sc.Key] = restart
-		case !cur.cfg.Tools.Equal(sc.Tools):
+		case !cur.cfg.Tools.Equal(sc.Tools) || cur.cfg.AlwaysLoad != sc.AlwaysLoad:
 			actions[sc.Key] = refilter
 		default:
 			actions[sc.Key] = keep
@@ -183,10 +184,7 @@ func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]ac
 			s, err := a.spawn(entries[key])
 			started = append(started, startResult{cfg: entries[key], srv: s, err: err})
 		case refilter:
-			sl.cfg = entries[key]
-			if sl.proc != nil {
-				sl.proc.filter = entries[key].Tools
-			}
+			sl.setEntry(entries[key])
 		}
 	}
 	for _, res := range started {
@@ -276,19 +274,9 @@ func (a *Aggregator) refilter(actions map[string]action, entries map[string]conf
 		}
 		sl := a.roster.slots[key]
 		prev := sl.cfg
-		sl.cfg = entries[key]
-		for _, s := range []*server{sl.proc, sl.listed} {
-			if s != nil {
-				s.filter = sl.cfg.Tools
-			}
-		}
+		sl.setEntry(entries[key])
 		if err := a.publish(); err != nil {
-			sl.cfg = prev
-			for _, s := range []*server{sl.proc, sl.listed} {
-				if s != nil {
-					s.filter = prev.Tools
-				}
-			}
+			sl.setEntry(prev)
 			failures = append(failures, fmt.Sprintf("server %q keeps its previous tool filters: with the new ones, %v", key, err))
 		}
 	}
@@ -312,4 +300,15 @@ func (a *Aggregator) drainAndStop(sl *slot, removing bool, why string) {
 	a.retire(s, why, fmt.Sprintf(", and did not answer within %v", drainTime))
 	<-s.stopped
 	s.log.Debug("stopped by a reload", "why", why)
+}
+
+// setEntry makes cfg the entry of the slot and of its processes, whose process it does not
+// change (filters, "alwaysLoad"). Callers hold roster.mu.
+func (sl *slot) setEntry(cfg config.Server) {
+	sl.cfg = cfg
+	for _, s := range []*server{sl.proc, sl.listed} {
+		if s != nil {
+			s.cfg, s.filter = cfg, cfg.Tools
+		}
+	}
 }

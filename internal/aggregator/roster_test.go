@@ -24,10 +24,13 @@ func TestPlan(t *testing.T) {
 		"waiting":  {cfg: entry("waiting"), state: waiting},
 		"starting": {cfg: entry("starting"), state: starting},
 		"f":        {cfg: entry("f"), state: serving},
+		"always":   {cfg: entry("always"), state: serving},
 	}
-	next := []config.Server{entry("same"), entry("changed", "-b"), entry("down"), entry("waiting"), entry("starting"), filtered, entry("new")}
+	always := entry("always")
+	always.AlwaysLoad = true
+	next := []config.Server{entry("same"), entry("changed", "-b"), entry("down"), entry("waiting"), entry("starting"), filtered, entry("new"), always}
 	want := map[string]action{
-		"same": keep, "changed": restart, "gone": remove, "down": restart, "waiting": restart, "starting": keep, "f": refilter, "new": add,
+		"same": keep, "changed": restart, "gone": remove, "down": restart, "waiting": restart, "starting": keep, "f": refilter, "new": add, "always": refilter,
 	}
 	if got := plan(current, next); !maps.Equal(got, want) {
 		t.Errorf("plan:\n got %v\nwant %v", got, want)

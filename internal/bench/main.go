@@ -38,7 +38,8 @@ var (
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
-	only       = flag.String("only", "", "run only this measurement: latency, throughput, startup, discovery, schema, payload, idle, reload")
+	only       = flag.String("only", "", "run only this measurement: latency, throughput, startup, discovery, schema, payload, idle, reload, toolsearch")
+	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
 	baseline   = flag.String("baseline", "", "compare with this aggregator binary (an earlier build), interleaved in one run, instead of the usual report")
 	baseLabel  = flag.String("baseline-label", "baseline", "what the baseline is, for the report (a commit)")
 )
@@ -73,6 +74,10 @@ func main() {
 		return
 	}
 
+	if *only == "toolsearch" {
+		b.toolSearch()
+		return
+	}
 	var rows []row
 	add := func(r ...row) {
 		rows = append(rows, r...)
@@ -110,6 +115,24 @@ func main() {
 	fmt.Print(report)
 	if *out != "" {
 		if err := writeResults(*out, report); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if *only == "" {
+		b.toolSearch()
+	}
+}
+
+// toolSearch runs the tool search's benchmark and writes its section.
+func (b *bench) toolSearch() {
+	report := b.toolSearchReport(*searchData)
+	fmt.Print(report)
+	if *out != "" {
+		command := "make bench"
+		if *only == "toolsearch" {
+			command = "make bench-toolsearch"
+		}
+		if err := writeSection(*out, "toolsearch", command, report); err != nil {
 			log.Fatal(err)
 		}
 	}

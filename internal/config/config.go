@@ -54,6 +54,8 @@ type Server struct {
 	// Tools decides which of the server's tools are served ("includeTools", "excludeTools",
 	// "disabledTools").
 	Tools Filter
+	// AlwaysLoad is "alwaysLoad": with --tool-search, the server's tools are listed in full.
+	AlwaysLoad bool
 }
 
 // Problem is one thing wrong with a configuration file, at a place in it.

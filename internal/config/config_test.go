@@ -108,6 +108,9 @@ func render(cfg *Config, warnings []Warning, err error) string {
 		if s.EnvFile != "" {
 			fmt.Fprintf(&b, "  envFile %q\n", s.EnvFile)
 		}
+		if s.AlwaysLoad {
+			b.WriteString("  alwaysLoad\n")
+		}
 		if s.Tools.include != nil && len(s.Tools.include) == 0 {
 			b.WriteString("  tools: includeTools is empty, every tool is hidden\n")
 		}

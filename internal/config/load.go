@@ -188,7 +188,7 @@ func convert(file, root string, servers genconfig.Servers, doc any) (*Config, []
 				Message: fmt.Sprintf("server %q: %s, so it is skipped", key, skip.Reason),
 			}})
 		default:
-			srv := Server{Key: key, Args: slices.Clone(s.Args), Env: map[string]string{}}
+			srv := Server{Key: key, Args: slices.Clone(s.Args), Env: map[string]string{}, AlwaysLoad: s.AlwaysLoad != nil && *s.AlwaysLoad}
 			if s.Command != nil {
 				srv.Command = *s.Command
 			}
