@@ -253,3 +253,35 @@ func tools(t *testing.T, m message) (map[string]json.RawMessage, []string) {
 	}
 	return byName, names
 }
+
+// pidOf is the process ID of the server behind the fixture tool name (its pid tool).
+func pidOf(agg *peer, name string) int {
+	m := agg.call("tools/call", `{"name":"`+name+`"}`)
+	var res struct {
+		S struct {
+			PID int `json:"pid"`
+		} `json:"structuredContent"`
+	}
+	json.Unmarshal(m.Result, &res)
+	return res.S.PID
+}
+
+// waitTool waits until tools/list has (or lacks) the tool name.
+func waitTool(t *testing.T, agg *peer, name string, present bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, names := tools(t, agg.call("tools/list", ""))
+		has := false
+		for _, n := range names {
+			has = has || n == name
+		}
+		if has == present {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools/list: %q present = %v after 10s, want %v; stderr:\n%s", name, has, present, agg.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -296,22 +296,6 @@ func keyList(servers []*server) string {
 	return strings.Join(q, ", ")
 }
 
-// without returns the catalog minus the tools, prompts and resources of s. Leaving a server out
-// cannot make two exposed names equal; should the build fail all the same, c stays.
-func (c *catalog) without(s *server) *catalog {
-	var rest []*server
-	for _, o := range c.servers {
-		if o != s {
-			rest = append(rest, o)
-		}
-	}
-	n, err := buildCatalogFor(rest, c.sep, c.era)
-	if err != nil {
-		return c
-	}
-	return n
-}
-
 // apiToolName is what the Anthropic and OpenAI APIs accept as a tool name (see
 // docs: clients that call those APIs withhold or drop tools with other names).
 var apiToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -93,8 +93,9 @@ func (a *Aggregator) Reload() {
 		a.apply(cfg, actions)
 	}
 	counts := map[action]int{}
-	for _, act := range actions {
+	for key, act := range actions {
 		counts[act]++
+		a.log.Debug("reload", "server", key, "action", act.String())
 	}
 	a.log.Info(fmt.Sprintf("reload: %d added, %d removed, %d restarted, %d refiltered, %d unchanged",
 		counts[add], counts[remove], counts[restart], counts[refilter], counts[keep]))
