@@ -5,15 +5,21 @@
 // The design, with the way of one call through it in both directions, is in docs/design.md.
 // Files by role:
 //
-//	aggregator.go  Start, Serve, Close; a server going down; the capabilities offered
-//	client.go      what arrives from the client: the dispatcher, the session, the handshake
+//	aggregator.go  Start, Serve, Close; the start-up; the capabilities offered
+//	roster.go      the servers by key, each in one state, and its transitions; the catalog
+//	               rule and publish, the one way a catalog is made current
+//	restart.go     crashed servers restarted with backoff; calls held for a key that comes
+//	               back; what the client set up, set up again on a new process
+//	reload.go      a reload: the plan per key, then applied, nothing in flight lost
+//	fromclient.go  what arrives from the client: the dispatcher, the session
+//	sdk.go         the go-sdk's part: the client's handshake
+//	toclient.go    what goes to the client: answers, notifications, the servers' requests
 //	fromserver.go  what arrives from a server: the dispatcher
 //	handlers.go    the client's requests: routed by name, URI or task, fanned out, listed
-//	server.go      a server's life: start, handshake, the one call path and pager, pings, stop
+//	server.go      one process: spawn, handshake, the one call path and pager, health, stop
 //	table.go       the in-flight table: every request that crosses the aggregator
 //	queue.go       what waits for the client before it is ready
-//	changes.go     list changes and list_changed notifications
-//	reload.go      a reload: the new file applied server by server, nothing in flight lost
+//	changes.go     list changes of a server, and list_changed notifications
 //	instructions.go  the servers' instructions combined for the client, and as resources
 //	catalog.go     the catalog: names, URIs, collisions
 //	withheld.go    definitions clients would reject: checked (internal/mcpschema), withheld, named
