@@ -168,6 +168,9 @@ func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]ac
 	r := &a.roster
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return // Close has stopped what runs: nothing starts any more
+	}
 	r.cfg = cfg
 	for key, act := range actions {
 		sl := r.slots[key]

@@ -319,7 +319,7 @@ func (a *Aggregator) relaunch(sl *slot, s *server) bool {
 	r.mu.Lock()
 	if r.closed || r.slots[sl.key] != sl {
 		r.mu.Unlock()
-		go s.stop(0)
+		a.retire(s, "was not started: it was replaced, or mcp-simple-aggregator is shutting down", "")
 		return false
 	}
 	a.stopTimer(sl)
