@@ -275,7 +275,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	if warning := nameWarning(cat, a.opts.Separator); warning != "" {
 		a.log.Warn(warning)
 	}
-	if warning := limitWarning(len(cat.order)); warning != "" { // limits.go
+	if warning := limitWarning(a.exposedTools(cat)); warning != "" { // limits.go
 		a.log.Warn(warning)
 	}
 	for _, s := range cat.servers {

@@ -85,11 +85,10 @@ func toolLimitReports(n int) []ToolLimitReport {
 	return out
 }
 
-// limitHelp says what brings the number of tools down. A search mode (a few tools that find
-// and call the others) does not exist yet: it is named only as something to come.
-const limitHelp = "to stay within them, hide the tools you do not need with the servers' \"includeTools\", \"excludeTools\" or \"disabledTools\" " +
-	"(check lists every tool), or split the servers among several aggregator entries; " +
-	"a search mode that would expose a few tools in place of all is not available in this version"
+// limitHelp says what brings the number of tools down.
+const limitHelp = "to stay within them, start with --tool-search (a search tool and two call tools in place of every tool), " +
+	"or hide the tools you do not need with the servers' \"includeTools\", \"excludeTools\" or \"disabledTools\" " +
+	"(check lists every tool), or split the servers among several aggregator entries"
 
 // limitWarning is the start-up warning when the n tools exposed pass known limits, naming the
 // clients and what helps; "" when they pass none.
@@ -104,4 +103,19 @@ func limitWarning(n int) string {
 		return ""
 	}
 	return fmt.Sprintf("%d tools are exposed, more than some clients take: %s; %s", n, strings.Join(over, "; "), limitHelp)
+}
+
+// exposedTools is how many tools the client's tools/list holds: every tool of the catalog, or
+// with --tool-search the aggregator's own and those of the "alwaysLoad" servers.
+func (a *Aggregator) exposedTools(cat *catalog) int {
+	if !a.opts.ToolSearch {
+		return len(cat.order)
+	}
+	n := len(ownToolDefs(""))
+	for _, e := range cat.order {
+		if e.server.cfg.AlwaysLoad {
+			n++
+		}
+	}
+	return n
 }

@@ -31,7 +31,7 @@ func TestLimitWarning(t *testing.T) {
 		}
 	}
 	// What helps, and nothing that does not exist yet presented as if it did.
-	if !strings.Contains(w, `"includeTools", "excludeTools" or "disabledTools"`) || !strings.Contains(w, "search mode that would expose a few tools in place of all is not available in this version") {
+	if !strings.Contains(w, `"includeTools", "excludeTools" or "disabledTools"`) || !strings.Contains(w, "start with --tool-search") {
 		t.Errorf("the warning does not say what helps: %q", w)
 	}
 	reports := toolLimitReports(100)
