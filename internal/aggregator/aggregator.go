@@ -111,6 +111,8 @@ type Aggregator struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 
+	// starts are the starts under way (claim): Close waits for them.
+	starts sync.WaitGroup
 	// catalog is what the servers offer now: read without a lock, made by publish.
 	catalog atomic.Pointer[catalog]
 
@@ -478,6 +480,7 @@ func (a *Aggregator) Close() {
 			})
 		}
 		wg.Wait()
+		a.starts.Wait() // a start under way stops its process itself (relaunch, bringUp)
 		a.notify.stop()
 	})
 }

@@ -101,6 +101,8 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		rep.Problems = append(rep.Problems, err.Error())
 		return rep
 	}
+	policy := a.restartPolicy()
+	a.opts.MaxRestarts = 0 // check reports how the servers start: one that crashes meanwhile is not restarted
 	for _, res := range a.spawnAll(cfg.Servers) {
 		a.enroll(res)
 	}
@@ -111,7 +113,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		results[res.cfg.Key] = res
 	}
 	var servers []*server
-	rep.Restarts = a.restartPolicy()
+	rep.Restarts = policy
 	rep.OK = len(cfg.Servers) > 0
 	if !rep.OK {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none)", cfg.File))

@@ -226,7 +226,7 @@ func (a *Aggregator) callTask(req *jsonrpc.Request) {
 // forward sends the client's request req to c.to with the given params (in parts), under an ID
 // of ours; the answer reaches the client under its own ID.
 func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params ...[]byte) {
-	c.fromID, c.method = req.ID, req.Method
+	c.fromID, c.method, c.req = req.ID, req.Method, req
 	if a.debug {
 		c.start = time.Now()
 		c.args = len(req.Params)
@@ -259,11 +259,37 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	}
 	// Send does not keep the client's reader waiting for a server that does not read.
 	s.conn.Send(func(err error) {
-		if a.inflight.take(c) {
-			a.fail(c, "cannot be written to ("+err.Error()+")")
+		if !a.inflight.take(c) {
+			return
 		}
+		if c.req == nil {
+			a.fail(c, "cannot be written to ("+err.Error()+")")
+			return
+		}
+		go a.unwritten(c, err)
 	}, request(c.toID, c.method, params...)...)
 	return addOK
+}
+
+// unwritten deals with the client's request c that could not be written to its server: the
+// server never saw it, so when the process died (its crash is noticed within a moment), the
+// request is held for the key like one made after the crash; otherwise it fails with err.
+func (a *Aggregator) unwritten(c *call, err error) {
+	s := c.to
+	select {
+	case <-s.retired:
+	case <-s.proc.Exited():
+		select { // watch notices the exit at once
+		case <-s.retired:
+		case <-time.After(time.Second):
+		}
+	case <-time.After(time.Second):
+	}
+	if a.serving(s.key) == s {
+		a.fail(c, "cannot be written to ("+err.Error()+")")
+		return
+	}
+	a.hold(c.req, s)
 }
 
 // fail answers c, a request to a server, with the error that its server is gone.

@@ -157,42 +157,55 @@ func sameProcess(x, y config.Server) bool {
 }
 
 // applyBeforeClient applies a reload before the client's initialize: the servers have no
-// handshake yet and nothing in flight, so what changes is stopped and started again at once.
-// Callers hold reloadMu.
+// handshake yet and nothing in flight, so what changes is stopped, and then started again (the
+// old and the new process of a key never run at once). Callers hold reloadMu.
 func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]action) {
 	entries := map[string]config.Server{}
 	for _, sc := range cfg.Servers {
 		entries[sc.Key] = sc
 	}
-	var started []startResult
 	r := &a.roster
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return // Close has stopped what runs: nothing starts any more
 	}
 	r.cfg = cfg
+	var stopping []*server
+	var starting []config.Server
 	for key, act := range actions {
 		sl := r.slots[key]
 		switch act {
 		case remove, restart:
 			if sl.proc != nil {
-				go a.retire(sl.proc, "was stopped by a reload", "")
+				stopping = append(stopping, sl.proc)
 			}
 			delete(r.slots, key)
-			if act == remove {
-				continue
+			if act == restart {
+				starting = append(starting, entries[key])
 			}
-			fallthrough
 		case add:
-			s, err := a.spawn(entries[key])
-			started = append(started, startResult{cfg: entries[key], srv: s, err: err})
+			starting = append(starting, entries[key])
 		case refilter:
 			sl.setEntry(entries[key])
 		}
 	}
-	for _, res := range started {
-		r.slots[res.cfg.Key] = newSlot(res)
+	r.mu.Unlock()
+	for _, s := range stopping {
+		a.retire(s, "was stopped by a reload", "")
+		<-s.stopped
+	}
+	for _, res := range a.spawnAll(starting) {
+		r.mu.Lock()
+		closed := r.closed
+		if !closed {
+			r.slots[res.cfg.Key] = newSlot(res)
+		}
+		r.mu.Unlock()
+		if closed && res.srv != nil {
+			a.retire(res.srv, "was not started: "+errShuttingDown.Error(), "")
+			<-res.srv.stopped
+		}
 	}
 }
 
@@ -241,8 +254,13 @@ func (a *Aggregator) apply(cfg *config.Config, actions map[string]action) {
 			}
 			r.mu.Lock()
 			sl.cfg = entries[key]
+			gen, ok := a.claim(sl)
 			r.mu.Unlock()
-			res := a.start(sl, entries[key], params)
+			if !ok {
+				return
+			}
+			defer a.starts.Done()
+			res := a.start(sl, gen, entries[key], params)
 			if res.err != nil {
 				fmu.Lock()
 				failures = append(failures, res.failure("could not start and stays down (the other servers are served)"))

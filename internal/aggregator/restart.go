@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -89,11 +90,22 @@ func (a *Aggregator) restart(sl *slot) {
 		r.mu.Unlock()
 		return // a reload took it over meanwhile
 	}
-	sl.timer = nil
-	cfg, params, try := sl.cfg, r.params, sl.tries
+	gen, ok := a.claim(sl)
+	if !ok {
+		r.mu.Unlock()
+		return
+	}
+	defer a.starts.Done()
+	cfg, params, try, prev := sl.cfg, r.params, sl.tries, sl.prev
 	r.mu.Unlock()
+	if prev != nil {
+		<-prev.stopped // never two processes of a key at once
+	}
 	a.log.Debug("restarting", "server", sl.key, "try", try, "of", a.opts.MaxRestarts)
-	res := a.start(sl, cfg, params)
+	res := a.start(sl, gen, cfg, params)
+	if errors.Is(res.err, errReplaced) || errors.Is(res.err, errShuttingDown) {
+		return // a reload took over, or the aggregator stops: they say what happens
+	}
 	if res.err == nil {
 		a.report("warning", fmt.Sprintf("server %q was restarted (try %d) and serves again (pid %d)", sl.key, try, res.srv.proc.PID()))
 		return
@@ -112,26 +124,27 @@ func (a *Aggregator) restart(sl *slot) {
 	}
 }
 
-// start starts the slot sl on cfg (a restart's try, or a reload's start of the key after the
-// client's initialize): a new process, its handshake with params, and the slot serves. On
-// failure the slot falls (see fell: down, or waiting for a restart's next try) and the result
-// says why.
-func (a *Aggregator) start(sl *slot, cfg config.Server, params json.RawMessage) startResult {
+// start starts the slot sl on cfg for the start claimed as gen (a restart's try, or a reload's
+// start of the key after the client's initialize): a new process, its handshake with params,
+// and the slot serves. On failure the slot falls (see fell: down, or waiting for a restart's
+// next try) and the result says why.
+func (a *Aggregator) start(sl *slot, gen uint64, cfg config.Server, params json.RawMessage) startResult {
 	began := time.Now()
 	res := startResult{cfg: cfg}
 	s, err := a.spawn(cfg)
 	if err != nil {
 		res.err = err
 		a.roster.mu.Lock()
-		if a.roster.slots[sl.key] == sl && sl.state != serving {
-			a.fallLocked(sl, "failed to start") // a drained process is retired already
+		if a.roster.slots[sl.key] == sl && sl.gen == gen && sl.state != serving {
+			sl.proc = nil // a drained process is retired already
+			a.fallLocked(sl, "failed to start")
 		}
 		a.roster.mu.Unlock()
 		res.took = time.Since(began)
 		return res
 	}
-	if !a.relaunch(sl, s) {
-		res.err, res.took = errShuttingDown, time.Since(began)
+	if err := a.relaunch(sl, gen, s); err != nil {
+		res.err, res.took = err, time.Since(began)
 		return res
 	}
 	ctx, cancel := context.WithTimeout(a.closingCtx, a.opts.StartupTimeout)
@@ -151,12 +164,14 @@ func (a *Aggregator) bringUp(ctx context.Context, s *server, params json.RawMess
 	if stage, err := a.handshake(ctx, s, params); err != nil {
 		err = s.describe(stage, err) // before stopping it, which would change the story
 		a.fell(s, "failed to start")
+		<-s.stopped // nothing started outlives its start (Close waits for the starts)
 		return err
 	}
 	close(s.listed)
 	a.replay(ctx, s)
 	if err := a.served(s); err != nil {
 		a.retire(s, "was not served ("+err.Error()+")", "")
+		<-s.stopped
 		return err
 	}
 	return nil
@@ -180,7 +195,10 @@ func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 	case sl.back != nil:
 		back = sl.back
 	default:
-		gone = fmt.Sprintf("server %q %s", s.key, sl.why)
+		gone = fmt.Sprintf("server %q is %s", s.key, sl.state)
+		if sl.why != "" {
+			gone = fmt.Sprintf("server %q %s", s.key, sl.why)
+		}
 	}
 	r.mu.Unlock()
 	switch {

@@ -69,6 +69,12 @@ type slot struct {
 	timer   *time.Timer
 	// tries counts the restarts since it last served for stableAfter.
 	tries int
+	// gen counts the starts claimed for the slot (claim): a start whose claim is no longer the
+	// last (a reload took over from a restart's try under way) stops its process.
+	gen uint64
+	// prev is the process that fell last: a restart waits until it is stopped, so that the
+	// old and the new process never run at once (servers hold locks and ports).
+	prev *server
 	// since is when it last began serving.
 	since time.Time
 	// back is closed when a key that is expected back (a restart pending or under way) serves
@@ -311,16 +317,41 @@ func (a *Aggregator) remove(sl *slot) {
 	}
 }
 
-// relaunch makes a slot start on the new process s (→ starting): a restart's try, or a reload's
-// start of the key. It reports false, and stops s, when the key is gone or the aggregator
+// claim makes the caller the one that starts the slot next (a restart's try, or a reload's
+// start of the key): a pending restart is cancelled, and a start under way is superseded. It
+// reports false when the aggregator closes. The caller calls a.starts.Done when its start is
+// over: Close waits for the starts under way. Callers hold roster.mu.
+func (a *Aggregator) claim(sl *slot) (gen uint64, ok bool) {
+	if a.roster.closed {
+		return 0, false
+	}
+	a.stopTimer(sl)
+	sl.gen++
+	a.starts.Add(1)
+	return sl.gen, true
+}
+
+// errReplaced is the error of a start that a later one superseded.
+var errReplaced = fmt.Errorf("a later start of the server took its place")
+
+// relaunch makes a slot start on the new process s (→ starting), for the start claimed as gen.
+// It fails, and stops s, when the key is gone, the start was superseded, or the aggregator
 // closes.
-func (a *Aggregator) relaunch(sl *slot, s *server) bool {
+func (a *Aggregator) relaunch(sl *slot, gen uint64, s *server) error {
 	r := &a.roster
 	r.mu.Lock()
-	if r.closed || r.slots[sl.key] != sl {
+	var err error
+	switch {
+	case r.closed:
+		err = errShuttingDown
+	case r.slots[sl.key] != sl || sl.gen != gen:
+		err = errReplaced
+	}
+	if err != nil {
 		r.mu.Unlock()
-		a.retire(s, "was not started: it was replaced, or mcp-simple-aggregator is shutting down", "")
-		return false
+		a.retire(s, "was not started: "+err.Error(), "")
+		<-s.stopped
+		return err
 	}
 	a.stopTimer(sl)
 	a.move(sl, starting, "")
@@ -329,7 +360,7 @@ func (a *Aggregator) relaunch(sl *slot, s *server) bool {
 		sl.expectBack()
 	}
 	r.mu.Unlock()
-	return true
+	return nil
 }
 
 // fell takes a slot whose process s went down (it exited, closed its stdout, failed its health
@@ -365,13 +396,16 @@ func (a *Aggregator) fell(s *server, why string) (next state, delay time.Duratio
 // the wait before the next try. Callers hold roster.mu.
 func (a *Aggregator) fallLocked(sl *slot, why string) (then string, delay time.Duration) {
 	initial := sl.state != serving && sl.tries == 0
+	if sl.proc != nil {
+		sl.prev = sl.proc
+	}
 	if sl.state == serving && time.Since(sl.since) >= stableAfter {
 		sl.tries = 0
 	}
 	sl.proc = nil
 	then = "; its tools, prompts and resources are no longer available"
 	switch {
-	case initial || a.opts.MaxRestarts == 0:
+	case initial || a.opts.MaxRestarts == 0 || a.roster.closed:
 		a.move(sl, down, why)
 	case sl.tries >= a.opts.MaxRestarts:
 		a.move(sl, down, fmt.Sprintf("%s, and was given up after %d restarts in a row", why, sl.tries))

@@ -392,11 +392,7 @@ func (s *server) stop(grace time.Duration) {
 	s.proc.Stop(grace)
 	s.conn.Close()
 	<-s.readDone
-	select {
-	case <-s.stopped:
-	default:
-		close(s.stopped)
-	}
+	close(s.stopped) // stop is called once, by retire
 }
 
 // startHint adds what to do to an error from starting a program.

@@ -55,6 +55,9 @@ type call struct {
 	done func(result, errObj json.RawMessage)
 	// delivered is set once a request to the client was written (not just queued for it).
 	delivered bool
+	// req is the client's request a call relays to a server: should its process turn out dead
+	// when it is written, the request goes where hold sends it (handlers.go).
+	req *jsonrpc.Request
 
 	// For the debug log.
 	label, value string

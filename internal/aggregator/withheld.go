@@ -141,7 +141,7 @@ func (a *Aggregator) reportWithheld(old, cat *catalog) {
 	if len(lines) == 0 {
 		return
 	}
-	// Written from a goroutine of its own, in order: storeCatalog calls this holding a.mu, and
+	// Written from a goroutine of its own, in order: publish calls this holding roster.mu, and
 	// a client that does not read must not hold up the catalog.
 	go func() {
 		for _, line := range lines {
