@@ -56,6 +56,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
@@ -154,6 +155,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 			a.log.Debug("not started: "+sk.Reason, "server", sk.Key)
 		}
 	}
+	go mcpschema.Warm(mcpschema.Legacy) // beside the servers' start: the first catalog checks definitions
 	started := false
 	for _, res := range a.spawnAll(cfg.Servers) {
 		a.enroll(res)

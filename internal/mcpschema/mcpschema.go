@@ -20,6 +20,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -100,11 +101,19 @@ type checker struct {
 }
 
 // The schemas are part of the program: one that does not load or compile is a bug and panics
-// at start-up (and in every test).
+// at its first use (and in every test). They are compiled at first use, not at start-up:
+// compiling both takes about 40 ms, which would delay every start of the program, also one
+// that never checks a definition (Warm starts it early, beside other work).
 var (
-	checkers = [numEras]*checker{Legacy: compile(Legacy, legacyJSON), Modern: compile(Modern, modernJSON)}
-	printer  = message.NewPrinter(language.English)
+	checkers = [numEras]func() *checker{
+		Legacy: sync.OnceValue(func() *checker { return compile(Legacy, legacyJSON) }),
+		Modern: sync.OnceValue(func() *checker { return compile(Modern, modernJSON) }),
+	}
+	printer = message.NewPrinter(language.English)
 )
+
+// Warm compiles the schema of era now, so that the first Check does not wait for it.
+func Warm(era Era) { checkers[era]() }
 
 // schemaURL is where an era's schema is registered with the compiler (nothing is fetched).
 func schemaURL(e Era) string {
@@ -166,7 +175,7 @@ func Check(era Era, k Kind, def json.RawMessage) []Violation {
 	if err != nil {
 		return []Violation{{Rule: "json", Message: fmt.Sprintf("the %s definition is not JSON: %v", k, err)}}
 	}
-	ch := checkers[era]
+	ch := checkers[era]()
 	var out []Violation
 	if err := ch.kinds[k].Validate(v); err != nil {
 		verr, ok := err.(*jsonschema.ValidationError)
