@@ -160,10 +160,7 @@ func sameProcess(x, y config.Server) bool {
 // handshake yet and nothing in flight, so what changes is stopped, and then started again (the
 // old and the new process of a key never run at once). Callers hold reloadMu.
 func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]action) {
-	entries := map[string]config.Server{}
-	for _, sc := range cfg.Servers {
-		entries[sc.Key] = sc
-	}
+	entries := entriesOf(cfg)
 	r := &a.roster
 	r.mu.Lock()
 	if r.closed {
@@ -214,10 +211,7 @@ func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]ac
 // as it serves, and its held calls go to it. The client is told once per list that changed,
 // after the reload has settled. Callers hold reloadMu.
 func (a *Aggregator) apply(cfg *config.Config, actions map[string]action) {
-	entries := map[string]config.Server{}
-	for _, sc := range cfg.Servers {
-		entries[sc.Key] = sc
-	}
+	entries := entriesOf(cfg)
 	r := &a.roster
 	r.mu.Lock()
 	r.cfg, r.reloading = cfg, true
@@ -333,4 +327,13 @@ func (sl *slot) setEntry(cfg config.Server) {
 			s.cfg, s.filter = cfg, cfg.Tools
 		}
 	}
+}
+
+// entriesOf are the server entries of cfg by key.
+func entriesOf(cfg *config.Config) map[string]config.Server {
+	entries := make(map[string]config.Server, len(cfg.Servers))
+	for _, sc := range cfg.Servers {
+		entries[sc.Key] = sc
+	}
+	return entries
 }
