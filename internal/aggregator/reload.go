@@ -74,9 +74,7 @@ func (a *Aggregator) Reload() {
 		a.log.Warn(w.String())
 	}
 	if err != nil {
-		msg := fmt.Sprintf("reload: %v\nthe servers keep running as they were", err)
-		a.log.Error(msg)
-		a.toClient(logNotification("error", msg))
+		a.report("error", fmt.Sprintf("reload: %v\nthe servers keep running as they were", err))
 		return
 	}
 	a.roster.mu.Lock()

@@ -195,10 +195,7 @@ func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 	case sl.back != nil:
 		back = sl.back
 	default:
-		gone = fmt.Sprintf("server %q is %s", s.key, sl.state)
-		if sl.why != "" {
-			gone = fmt.Sprintf("server %q %s", s.key, sl.why)
-		}
+		gone = fmt.Sprintf("server %q %s", s.key, sl.account())
 	}
 	r.mu.Unlock()
 	switch {
@@ -237,14 +234,10 @@ func (a *Aggregator) whyDown(key string) string {
 	r := &a.roster
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sl := r.slots[key]
-	switch {
-	case sl == nil:
-		return "it was removed from the configuration"
-	case sl.why == "":
-		return "it is " + sl.state.String()
+	if sl := r.slots[key]; sl != nil {
+		return "it " + sl.account()
 	}
-	return "it " + sl.why
+	return "it was removed from the configuration"
 }
 
 // clientSetup is what the client set up on the servers, to be set up again on a server's new

@@ -82,6 +82,14 @@ type slot struct {
 	back chan struct{}
 }
 
+// account says what became of the slot: why it drains, waits or is down, else its state.
+func (sl *slot) account() string {
+	if sl.why != "" {
+		return sl.why
+	}
+	return "is " + sl.state.String()
+}
+
 // expectBack opens the wait of the calls held for the slot, unless one is open.
 func (sl *slot) expectBack() {
 	if sl.back == nil {
