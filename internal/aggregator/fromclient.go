@@ -61,6 +61,7 @@ var clientNotifications = map[string]func(a *Aggregator, m *jsonrpc.Request) boo
 // clientSession is what the client said in initialize. It is set once, when the answer to
 // initialize is written, and never changes.
 type clientSession struct {
+	era     era                        // legacy: it sent initialize; modern: per-request _meta
 	version string                     // the protocol version of the session
 	caps    map[string]json.RawMessage // the client's capabilities, raw
 	info    json.RawMessage            // clientInfo, as the client sent it

@@ -46,7 +46,8 @@ type server struct {
 	conn    *stdio.Conn
 	log     *slog.Logger
 
-	// From its answer to initialize, set before the server is used.
+	// From its answer to initialize (or server/discover), set before the server is used.
+	era          era // the protocol era it is spoken to in (era.go)
 	protocol     string
 	name         string                     // serverInfo.name
 	caps         map[string]json.RawMessage // its capabilities, raw
@@ -56,6 +57,9 @@ type server struct {
 	// lists are the server's tools, prompts, resources and resource templates as it sent
 	// them, in its order. Guarded by roster.mu.
 	lists [numKinds][]json.RawMessage
+	// hints are the cache hints of its lists (ttlMs, cacheScope): a modern server's, as it
+	// gave them; a legacy server's, the zero hint. Guarded by roster.mu.
+	hints [numKinds]cacheHint
 	// verdicts are the MCP schema's verdicts on its lists (withheld.go), cleared with every
 	// change of the lists. Guarded by roster.mu.
 	verdicts map[verdictKey][]mcpschema.Violation
