@@ -90,6 +90,9 @@ type Options struct {
 	// CursorEntry is the name of the aggregator's entry in Cursor's configuration, for
 	// Check's Cursor column; "" means "aggregator".
 	CursorEntry string
+	// InputTTL is how long a modern client has to retry a request the aggregator answered
+	// with an InputRequiredResult for a legacy server (mrtr.go); 0 means 10 minutes.
+	InputTTL time.Duration
 	// ToolSearch lists the aggregator's search and call tools instead of the catalog's tools
 	// (toolsearch.go).
 	ToolSearch bool
@@ -133,6 +136,12 @@ type Aggregator struct {
 	// initializing is the same while the SDK answers it (read by its middleware only).
 	session      atomic.Pointer[clientSession]
 	initializing *clientSession
+	// instructions are the servers' instructions combined at the start-up; discover is the
+	// answer to a modern client's server/discover (modern.go).
+	instructions string
+	discover     json.RawMessage
+	listens      streams  // a modern client's subscriptions/listen streams (listen.go)
+	stateKey     [32]byte // the HMAC key of the requestStates the aggregator mints (mrtr.go)
 
 	closeOnce sync.Once
 }
@@ -239,10 +248,14 @@ func (a *Aggregator) initAll(ctx context.Context, params json.RawMessage) []star
 func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructions string, err error) {
 	a.reloadMu.Lock() // a reload before the client came respawned what it changed
 	defer a.reloadMu.Unlock()
-	params := a.serverInit(cs.version, cs.caps, cs.info)
+	version := cs.version
+	if cs.era == modern {
+		version = serverProtocols[0] // what a legacy server is told; a modern one gets _meta
+	}
+	params := a.serverInit(version, cs.caps, cs.info)
 	r := &a.roster
 	r.mu.Lock()
-	r.started, r.params = true, params
+	r.started, r.params, r.clientEra = true, params, cs.era
 	cfg := r.cfg
 	r.mu.Unlock()
 	results := a.initAll(ctx, params)
@@ -270,6 +283,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	if a.opts.ToolSearch {
 		instructions = searchInstructions(cat, cat.servers, a.opts.Separator, instructionLimit(cs.name))
 	}
+	a.instructions = instructions
 	// Published before reloadMu is released: a reload waiting for it sees the session.
 	a.session.Store(cs)
 	r.mu.Unlock()
@@ -341,7 +355,7 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 		opts.RestartDelay = 500 * time.Millisecond
 	}
 	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable()}
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), stateKey: newStateKey()}
 	a.roster = roster{cfg: cfg, slots: map[string]*slot{}}
 	a.closingCtx, a.cancelClosing = context.WithCancel(context.Background())
 	if err := a.checkLoop(); err != nil {
@@ -351,7 +365,7 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 	// is initialized (the queue is flushed after Serve has connected the client).
 	a.notify = newDebouncer(10*time.Millisecond, func(method string) {
 		if a.queue.isReady() {
-			a.writeClient(notification(method, nil))
+			a.listChanged(method)
 		}
 	})
 	return a, nil

@@ -58,6 +58,7 @@ type catalog struct {
 	instructions map[string]string
 
 	lists [numKinds]json.RawMessage // the encoded list results
+	hints [numKinds]cacheHint       // their cache hints, for a modern client (modern.go)
 
 	// warnings are the collisions of resources and templates between servers: each names
 	// both servers and which one wins.
@@ -207,6 +208,12 @@ func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog
 	c.instructions = texts
 	for k := range numKinds {
 		c.lists[k] = encodeList(kinds[k].field, defs[k])
+		c.hints[k] = listHint(servers, k)
+		if era == mcpschema.Modern {
+			// A modern client's lists carry their envelope: made once here, so that listing
+			// stays a copy.
+			c.lists[k] = rawjson.Prepend(withCacheHint(c.lists[k], c.hints[k]), `"resultType":"complete"`)
+		}
 	}
 	return c, nil
 }

@@ -1,5 +1,7 @@
 package aggregator
 
+import "github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
+
 // The protocol eras. MCP 2026-07-28 removed the initialize handshake: every request carries
 // its protocol version, the client's capabilities and clientInfo in _meta
 // (basic/index.mdx, "Request _meta"). The aggregator speaks both eras with its client and with
@@ -21,6 +23,15 @@ func (e era) String() string {
 		return "modern"
 	}
 	return "legacy"
+}
+
+// schema is the era of the MCP schema that definitions for a client of era e are checked
+// against (withheld.go).
+func (e era) schema() mcpschema.Era {
+	if e == modern {
+		return mcpschema.Modern
+	}
+	return mcpschema.Legacy
 }
 
 // modernVersions are the modern protocol versions the aggregator speaks, latest first.

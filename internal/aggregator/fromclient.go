@@ -16,8 +16,11 @@ import (
 // message here.
 //
 //	before the initialize answer   initialize: to the SDK's session, and nothing more is read
-//	                               until it is answered; anything else: to the SDK's session,
-//	                               which refuses requests before initialize
+//	                               until it is answered; server/discover, or a request with a
+//	                               modern protocol version in _meta: a modern session
+//	                               (modern.go); anything else: to the SDK's session, which
+//	                               refuses requests before initialize
+//	a modern session               modernRequest: the envelope checked, then routed as below
 //	a request (clientRequests)     routed by name, URI or task, fanned out, or answered from
 //	                               the catalog (handlers.go)
 //	a notification                 clientNotifications
@@ -114,12 +117,17 @@ func (a *Aggregator) readClient() {
 }
 
 func (a *Aggregator) clientRequest(m *jsonrpc.Request) {
-	if a.session.Load() == nil {
-		if m.Method == "initialize" && m.IsCall() {
+	if cs := a.session.Load(); cs == nil || cs.era == modern {
+		switch {
+		case m.Method == "initialize" && m.IsCall():
+			// Legacy, also after server/discover: a dual-era client probes, and falls back to
+			// initialize when it finds no version it speaks (basic/transports/stdio.mdx).
 			a.initialize(m)
-			return
+		case cs != nil || opensModern(m):
+			a.modernRequest(m)
+		default:
+			a.sdk.deliver(m) // it refuses requests before initialize
 		}
-		a.sdk.deliver(m)
 		return
 	}
 	if m.IsCall() {

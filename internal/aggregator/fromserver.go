@@ -36,7 +36,7 @@ var serverRequests = map[string]string{
 var serverNotifications = map[string]func(a *Aggregator, s *server, m *jsonrpc.Request){
 	"notifications/progress":          (*Aggregator).serverProgress,
 	"notifications/message":           (*Aggregator).serverLog,
-	"notifications/resources/updated": func(a *Aggregator, _ *server, m *jsonrpc.Request) { a.toClient(notification(m.Method, m.Params)) },
+	"notifications/resources/updated": func(a *Aggregator, _ *server, m *jsonrpc.Request) { a.resourceUpdated(m.Params) },
 	"notifications/tasks/status":      (*Aggregator).serverTaskStatus,
 	"notifications/cancelled":         (*Aggregator).serverCancelled,
 }
@@ -115,7 +115,10 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 		c.done(result, errObj)
 		return
 	}
-	a.answerClient(c.fromID, result, errObj)
+	if c.method == "resources/read" && errObj == nil && a.modernClient() {
+		result = withCacheHint(result, cacheHint{}) // a legacy server's: private, stale at once
+	}
+	a.answerCall(c, result, errObj)
 	if a.debug {
 		a.log.Debug(c.method, c.label, c.value, "server", s.key, "duration", time.Since(c.start).Round(time.Microsecond),
 			"args_bytes", c.args, "result_bytes", len(result), "error", string(errObj))
@@ -172,6 +175,9 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 		s.log.Debug("dropped a progress notification for a token it was not given", "params", excerpt(m.Params))
 		return
 	}
+	if a.modernClient() && a.inflight.suspendedCall(c) {
+		return // the client's request was answered: its token is no longer active
+	}
 	params := m.Params
 	if c.fromToken != nil {
 		params = rawjson.Replace(params, start, end, c.fromToken)
@@ -182,6 +188,9 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 // serverLog passes a server's log message to the client, with the server's key as the logger
 // when the server named none.
 func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
+	if a.modernClient() && !a.inflight.wantsLog(s, m.Params) {
+		return
+	}
 	params := m.Params
 	if !rawjson.Has(params, "logger") && rawjson.Object(params, func([]byte, int, int) bool { return true }) {
 		logger, _ := json.Marshal(s.key)
@@ -195,7 +204,9 @@ func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
 func (a *Aggregator) serverTaskStatus(s *server, m *jsonrpc.Request) {
 	id, _ := rawjson.StringMember(m.Params, "taskId")
 	a.inflight.setTask(id, s)
-	a.toClient(notification(m.Method, m.Params))
+	if !a.modernClient() { // legacy tasks: not offered to a modern client
+		a.toClient(notification(m.Method, m.Params))
+	}
 }
 
 // serverCancelled passes a server's cancellation of its request to the client; a request still

@@ -113,6 +113,9 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 			return
 		}
 		result := marshal(map[string]any{"contents": []map[string]string{{"uri": uri, "mimeType": "text/markdown", "text": text}}})
+		if a.modernClient() {
+			result = withCacheHint(result, cacheHint{}) // a reload may change them
+		}
 		a.answerClient(req.ID, result, nil)
 		return
 	}
@@ -234,6 +237,9 @@ func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params
 			c.args = e - s
 		}
 	}
+	if a.modernClient() {
+		params = a.modernForward(c, params)
+	}
 	if a.sendToServer(c, token, params...) != addOK {
 		// Its process takes no calls (a reload drains it, or it went down): to the key's new
 		// process, now or once it serves, or answered why not.
@@ -301,7 +307,7 @@ func (a *Aggregator) failWith(c *call, errObj json.RawMessage) {
 		c.done(nil, errObj)
 		return
 	}
-	a.answerClient(c.fromID, nil, errObj)
+	a.answerCall(c, nil, errObj)
 }
 
 // answerList answers a list request from the catalog: the whole list is one page.
@@ -316,7 +322,12 @@ func (a *Aggregator) answerList(req *jsonrpc.Request) {
 		return
 	}
 	if k == kindTools && a.opts.ToolSearch {
-		a.answerClient(req.ID, a.catalog.Load().searching().list, nil)
+		cat := a.catalog.Load()
+		list := cat.searching().list
+		if a.modernClient() {
+			list = withCacheHint(list, cat.hints[kindTools])
+		}
+		a.answerClient(req.ID, list, nil)
 		return
 	}
 	a.answerClient(req.ID, a.catalog.Load().lists[k], nil)

@@ -78,7 +78,7 @@ func (a *Aggregator) report(level, msg string) {
 	} else {
 		a.log.Warn(msg)
 	}
-	a.toClient(logNotification(level, msg))
+	a.clientLog(level, msg)
 }
 
 // restart is a waiting slot's try, when its timer fires: a new process, its handshake, and the

@@ -114,6 +114,8 @@ type roster struct {
 	// a server started later gets the same.
 	started bool
 	params  json.RawMessage
+	// clientEra is the client's era: the catalog checks definitions against its schema.
+	clientEra era
 	// reloading is set while a reload runs: it tells the client once, when it has settled.
 	reloading bool
 	closed    bool // Close began: nothing starts any more
@@ -174,7 +176,7 @@ func (a *Aggregator) serving(key string) *server {
 // collisions and withheld definitions new to it are reported. When names would collide nothing changes, and the
 // error names them: the caller undoes its change. Callers hold roster.mu, after the start-up.
 func (a *Aggregator) publish() error {
-	cat, err := buildCatalog(a.roster.listedServers(), a.opts.Separator)
+	cat, err := buildCatalogFor(a.roster.listedServers(), a.opts.Separator, a.roster.clientEra.schema())
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,12 @@ func (a *Aggregator) initializeMiddleware(next mcp.MethodHandler) mcp.MethodHand
 		cs := a.initializing
 		cs.version = ir.ProtocolVersion
 		a.log.Debug("client initialized", "client", cs.name, "version", cs.clientVersion, "protocol", cs.version)
+		if a.session.Load() != nil {
+			// After a modern request (the client's probe): the servers run already.
+			ir.Instructions = a.instructions
+			a.legacyAfterModern(cs)
+			return &rawResult{raw: a.initializeResult(ir)}, nil
+		}
 		instructions, err := a.startup(context.Background(), cs)
 		if err != nil {
 			a.startErr = err
@@ -63,6 +69,23 @@ func (a *Aggregator) initializeMiddleware(next mcp.MethodHandler) mcp.MethodHand
 		ir.Instructions = instructions
 		return &rawResult{raw: a.initializeResult(ir)}, nil
 	}
+}
+
+// legacyAfterModern makes the session legacy when a client that began with a modern request
+// (a server/discover probe) sends initialize: the catalog is checked against the legacy
+// schema again, and the client, which has seen no list yet, is not told of it.
+func (a *Aggregator) legacyAfterModern(cs *clientSession) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	r := &a.roster
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clientEra, r.reloading = legacy, true
+	if err := a.publish(); err != nil {
+		a.log.Error("the catalog for a legacy client cannot be built; keeping the previous one", "error", err)
+	}
+	r.reloading = false
+	a.session.Store(cs)
 }
 
 // initializeResult is the aggregator's answer to initialize.

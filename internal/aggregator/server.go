@@ -67,6 +67,10 @@ type server struct {
 	// for it.
 	listed chan struct{}
 
+	// logLevel is the rank of the log level a modern client's requests had it set to
+	// (lowerLevel); 0 when never set.
+	logLevel atomic.Int32
+
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
 

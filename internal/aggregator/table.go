@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -59,6 +60,15 @@ type call struct {
 	// when it is written, the request goes where hold sends it (handlers.go).
 	req *jsonrpc.Request
 
+	seq uint64 // the order it was added in
+	// suspended is set while the client's request, answered with an InputRequiredResult,
+	// waits for its retry (mrtr.go); guarded by the table's lock.
+	suspended *suspension
+	// logLevel is the rank (logLevels) of the io.modelcontextprotocol/logLevel of a modern
+	// client's request: the server's log messages reach the client while such a request is
+	// in flight to it; 0 for none.
+	logLevel int
+
 	// For the debug log.
 	label, value string
 	start        time.Time
@@ -94,6 +104,8 @@ type table struct {
 	byFrom  map[fromKey]*call
 	byToken map[tokenKey]*call
 	tasks   map[string]*server // the server that owns each task, by task ID
+	// suspended are the client's requests waiting for its input, by suspension ID (mrtr.go).
+	suspended map[string]*suspension
 }
 
 // gate is what a server process takes, decided under the table's lock (server.gate): the
@@ -108,7 +120,8 @@ const (
 )
 
 func newTable() *table {
-	return &table{byTo: map[string]*call{}, byFrom: map[fromKey]*call{}, byToken: map[tokenKey]*call{}, tasks: map[string]*server{}}
+	return &table{byTo: map[string]*call{}, byFrom: map[fromKey]*call{}, byToken: map[tokenKey]*call{}, tasks: map[string]*server{},
+		suspended: map[string]*suspension{}}
 }
 
 // addResult says whether add recorded a call.
@@ -138,6 +151,7 @@ func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 		return nil, addDraining
 	}
 	t.seq++
+	c.seq = t.seq
 	c.toID = idPrefix + strconv.FormatUint(t.seq, 10)
 	t.byTo[c.toID] = c
 	for _, s := range [2]*server{c.to, c.from} {
@@ -282,6 +296,22 @@ func (t *table) drain(s *server) <-chan struct{} {
 		s.idle = make(chan struct{})
 	}
 	return s.idle
+}
+
+// wantsLog reports whether a log message of s (its notifications/message params) is for a
+// modern client: while a request of the client's with a logLevel at or below the message's
+// level is in flight to s ("notifications/message is request-scoped", logging.mdx).
+func (t *table) wantsLog(s *server, params json.RawMessage) bool {
+	level, _ := rawjson.StringMember(params, "level")
+	rank := logLevels[level]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.byTo {
+		if c.to == s && c.logLevel > 0 && rank >= c.logLevel && c.suspended == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // setTask notes that s owns the task id.

@@ -58,8 +58,21 @@ func (a *Aggregator) writeClient(msg [][]byte) {
 	}
 }
 
-// answerClient answers the client's request id.
+// clientLog sends a log message of the aggregator's own to the client. Not to a modern one:
+// "The server MUST NOT emit notifications/message for a request that does not include"
+// io.modelcontextprotocol/logLevel (server/utilities/logging.mdx), and these belong to none.
+func (a *Aggregator) clientLog(level, text string) {
+	if a.modernClient() {
+		return
+	}
+	a.toClient(logNotification(level, text))
+}
+
+// answerClient answers the client's request id; a modern client's answer in its envelope.
 func (a *Aggregator) answerClient(id jsonrpc.ID, result, errObj json.RawMessage) {
+	if a.modernClient() {
+		result, errObj = modernAnswer(result, errObj)
+	}
 	if err := a.client.WriteResponse(id, result, errObj); err != nil {
 		a.log.Debug("writing an answer to the client", "error", err)
 	}
@@ -69,6 +82,10 @@ func (a *Aggregator) answerClient(id jsonrpc.ID, result, errObj json.RawMessage)
 // server with an error when the client cannot take it. Before the client is ready it waits in
 // the queue, in the table already (so that its server can cancel it or go down).
 func (a *Aggregator) toClientRequest(s *server, m *jsonrpc.Request) {
+	if a.modernClient() {
+		a.inputRequest(s, m)
+		return
+	}
 	c := &call{from: s, fromID: m.ID, to: nil, method: m.Method, doing: m.Method}
 	params := m.Params
 	var token []byte

@@ -145,7 +145,7 @@ func (a *Aggregator) reportWithheld(old, cat *catalog) {
 	// a client that does not read must not hold up the catalog.
 	go func() {
 		for _, line := range lines {
-			a.toClient(logNotification("warning", line))
+			a.clientLog("warning", line)
 		}
 	}()
 }

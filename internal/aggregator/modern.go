@@ -1,0 +1,360 @@
+package aggregator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+)
+
+// A client of the modern era (2026-07-28): no initialize; every request carries its protocol
+// version, the client's capabilities and clientInfo in _meta, and is served on its own. The
+// session is modern from its first request that is server/discover or carries a modern
+// protocol version in _meta; the servers are started with what that request says of the
+// client (startModern), as a legacy client's initialize would. Then, here:
+//
+//	server/discover        the aggregator's versions, capabilities, instructions (discover)
+//	subscriptions/listen   list changes and resource updates, tagged with the listen's ID
+//	                       (listen.go)
+//	removed methods        ping, logging/setLevel, resources/(un)subscribe, tasks/*: Method
+//	                       not found
+//	everything else        routed as for a legacy client (clientRequests); the answer gets
+//	                       the modern result envelope (modernAnswer)
+//
+// "Every request ... MUST include the protocol version, client capabilities, and ... client
+// info in _meta" and "A request missing any required field is malformed; the server MUST
+// reject it with JSON-RPC error code -32602 (Invalid params)." (basic/index.mdx)
+
+// codeUnsupportedVersion is UnsupportedProtocolVersionError (basic/versioning.mdx).
+const codeUnsupportedVersion = -32022
+
+// removedMethods are the requests of the legacy era that the modern one has no more
+// (changelog M2, M4, M5, M6): a modern request for one is answered Method not found, which is
+// what the specification's MethodNotFoundError is for. Tasks are an extension the aggregator
+// does not offer a modern client (neither SDK implements it yet).
+var removedMethods = map[string]string{
+	"ping":                  "ping was removed in 2026-07-28 (any request proves the server is alive)",
+	"logging/setLevel":      "logging/setLevel was removed in 2026-07-28: put the level in the request's _meta \"" + metaLogLevel + "\"",
+	"resources/subscribe":   "resources/subscribe was removed in 2026-07-28: use subscriptions/listen with resourceSubscriptions",
+	"resources/unsubscribe": "resources/unsubscribe was removed in 2026-07-28: cancel the subscriptions/listen request",
+	"tasks/get":             "tasks are not offered to a client of protocol version 2026-07-28",
+	"tasks/result":          "tasks are not offered to a client of protocol version 2026-07-28",
+	"tasks/cancel":          "tasks are not offered to a client of protocol version 2026-07-28",
+	"tasks/list":            "tasks are not offered to a client of protocol version 2026-07-28",
+}
+
+// opensModern reports whether a request before any session starts a modern one: server/discover,
+// or a request whose _meta carries a protocol version (checked further by parseEnvelope).
+func opensModern(m *jsonrpc.Request) bool {
+	if m.Method == "server/discover" {
+		return true
+	}
+	ms, me, ok := rawjson.Member(m.Params, "_meta")
+	return ok && rawjson.Has(m.Params[ms:me], metaProtocolVersion)
+}
+
+// envelope is the modern _meta of one request.
+type envelope struct {
+	version  string
+	caps     map[string]json.RawMessage
+	info     json.RawMessage // nil when the client sent none
+	logLevel string          // "" when none: no notifications/message for the request
+}
+
+// logLevels rank the logging levels (RFC 5424, as MCP names them); 0 is no level.
+var logLevels = map[string]int{"debug": 1, "info": 2, "notice": 3, "warning": 4, "error": 5, "critical": 6, "alert": 7, "emergency": 8}
+
+// parseEnvelope reads and checks the _meta of a modern request; errObj is the error to answer
+// with when it is malformed (-32602, naming the key, with data.envelope as the TypeScript SDK
+// gives it) or names a version not served (-32022).
+func parseEnvelope(params json.RawMessage) (env envelope, errObj json.RawMessage) {
+	var meta map[string]json.RawMessage
+	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
+		if json.Unmarshal(params[ms:me], &meta) != nil {
+			return env, envelopeError("_meta", "not an object")
+		}
+	}
+	v, ok := meta[metaProtocolVersion]
+	if !ok {
+		return env, envelopeError(metaProtocolVersion, "missing")
+	}
+	if json.Unmarshal(v, &env.version) != nil {
+		return env, envelopeError(metaProtocolVersion, "not a string")
+	}
+	if !slices.Contains(modernVersions, env.version) {
+		data := marshal(struct {
+			Supported []string `json:"supported"`
+			Requested string   `json:"requested"`
+		}{slices.Concat(modernVersions, protocolVersions), env.version})
+		return env, rpcError(codeUnsupportedVersion, data, "Unsupported protocol version: %s (mcp-simple-aggregator serves %s per request, and %s after initialize)",
+			env.version, quoteList(modernVersions), quoteList(protocolVersions))
+	}
+	caps, ok := meta[metaCapabilities]
+	if !ok {
+		return env, envelopeError(metaCapabilities, "missing")
+	}
+	if json.Unmarshal(caps, &env.caps) != nil || env.caps == nil {
+		return env, envelopeError(metaCapabilities, "not an object")
+	}
+	if info, ok := meta[metaClientInfo]; ok {
+		var impl struct {
+			Name    *string `json:"name"`
+			Version *string `json:"version"`
+		}
+		if json.Unmarshal(info, &impl) != nil || impl.Name == nil || impl.Version == nil {
+			return env, envelopeError(metaClientInfo, "not an Implementation (an object with the strings name and version)")
+		}
+		env.info = info
+	}
+	if level, ok := meta[metaLogLevel]; ok {
+		if json.Unmarshal(level, &env.logLevel) != nil || logLevels[env.logLevel] == 0 {
+			return env, envelopeError(metaLogLevel, "not a logging level (debug, info, notice, warning, error, critical, alert, emergency)")
+		}
+	}
+	return env, nil
+}
+
+// envelopeError is the -32602 of a malformed _meta envelope.
+func envelopeError(key, problem string) json.RawMessage {
+	data := marshal(map[string]map[string]string{"envelope": {"key": key, "problem": problem}})
+	return rpcError(jsonrpc.CodeInvalidParams, data, "Invalid params: _meta %q is %s; a request of protocol version %s carries %q, %q and %q in its _meta (or send initialize first, for an earlier version)",
+		key, problem, modernVersions[0], metaProtocolVersion, metaCapabilities, metaClientInfo)
+}
+
+// modernRequest takes a request of a modern client (or one that opens a modern session).
+func (a *Aggregator) modernRequest(m *jsonrpc.Request) {
+	if !m.IsCall() {
+		a.modernNotification(m)
+		return
+	}
+	env, errObj := parseEnvelope(m.Params)
+	if errObj != nil {
+		a.answerClient(m.ID, nil, errObj)
+		return
+	}
+	if a.session.Load() == nil && !a.startModern(m, env) {
+		return
+	}
+	switch {
+	case isRetry(m):
+		a.resume(m) // mrtr.go
+	case m.Method == "server/discover":
+		a.answerClient(m.ID, a.discover, nil)
+	case m.Method == "subscriptions/listen":
+		a.listen(m)
+	case removedMethods[m.Method] != "":
+		a.answerClient(m.ID, nil, methodNotFound("%s", removedMethods[m.Method]))
+	case clientRequests[m.Method] != nil:
+		clientRequests[m.Method](a, m)
+	default:
+		a.answerClient(m.ID, nil, methodNotFound("%s is not a method of protocol version %s", m.Method, env.version))
+	}
+}
+
+// modernNotification takes a notification of a modern client: a cancellation (of a request, or
+// of a subscriptions/listen stream); the others have nothing to act on (notifications/initialized
+// and roots/list_changed are not of this era, progress is only for requests of ours, which a
+// modern client never gets).
+func (a *Aggregator) modernNotification(m *jsonrpc.Request) {
+	if m.Method != "notifications/cancelled" || a.session.Load() == nil {
+		return
+	}
+	if !a.clientCancelled(m) {
+		a.unlisten(m)
+	}
+}
+
+// startModern starts the session of a modern client from its first request: the servers are
+// initialized with what the request's _meta says of the client (as initialize would), and what
+// discover answers is made. On failure (no server could start) the request is answered with
+// the error and the session ends.
+func (a *Aggregator) startModern(m *jsonrpc.Request, env envelope) bool {
+	var info struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(env.info, &info)
+	cs := &clientSession{era: modern, version: env.version, caps: env.caps, info: env.info, name: info.Name, clientVersion: info.Version}
+	a.log.Debug("client's first request", "method", m.Method, "client", cs.name, "version", cs.clientVersion, "protocol", cs.version)
+	instructions, err := a.startup(context.Background(), cs)
+	if err != nil {
+		a.startErr = err
+		a.answerClient(m.ID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: %v", err))
+		return false
+	}
+	a.discover = a.discoverResult(instructions)
+	// Nothing waits for an initialized notification: what the servers said before is
+	// of no request of this client's (a modern client gets log messages only for its requests,
+	// and lists fresh), and their requests have no request to ride on.
+	a.queue.flush(a.refuseQueued)
+	return true
+}
+
+// refuseQueued deals with what waited for a modern client: notifications are dropped, and a
+// server's request is answered with the error that there is no client request to carry it.
+func (a *Aggregator) refuseQueued(it queued) {
+	if it.call != nil && a.inflight.take(it.call) {
+		it.call.from.conn.Send(nil, response(encodeID(it.call.fromID), nil, outsideRequest(it.call.method))...)
+	}
+}
+
+// outsideRequest is the error for a server's request to a modern client made outside any
+// request of the client's.
+func outsideRequest(method string) json.RawMessage {
+	return rpcError(jsonrpc.CodeInternalError, nil,
+		"Internal error: %s cannot reach the client: it speaks protocol version %s, where a server asks for input only in its answer to a request (tools/call, prompts/get, resources/read), and no such request of the client's was in flight; the request came through mcp-simple-aggregator",
+		method, modernVersions[0])
+}
+
+// discoverResult is the aggregator's answer to server/discover (server/discover.mdx): every
+// version it serves (modern first), what it offers, its instructions, and its serverInfo in
+// _meta. Capabilities can change only with the aggregator's own process, but instructions with
+// a reload: the result is private and stale at once.
+func (a *Aggregator) discoverResult(instructions string) json.RawMessage {
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(a.caps, &caps)
+	delete(caps, "tasks") // the legacy tasks; the tasks extension is not offered
+	return marshal(struct {
+		ResultType        string                     `json:"resultType"`
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      map[string]json.RawMessage `json:"capabilities"`
+		Instructions      string                     `json:"instructions,omitempty"`
+		TTL               int64                      `json:"ttlMs"`
+		CacheScope        string                     `json:"cacheScope"`
+		Meta              map[string]json.RawMessage `json:"_meta"`
+	}{"complete", slices.Concat(modernVersions, protocolVersions), caps, instructions, 0, "private",
+		map[string]json.RawMessage{metaServerInfo: a.selfInfo()}})
+}
+
+// modernClient reports whether the client speaks the modern era.
+func (a *Aggregator) modernClient() bool {
+	cs := a.session.Load()
+	return cs != nil && cs.era == modern
+}
+
+// modernAnswer puts an answer to a modern client in the modern envelope: a result without
+// resultType gets "complete" ("Every result MUST include resultType", basic/index.mdx); the
+// legacy resource-not-found code -32002 becomes -32602 ("servers MUST NOT emit -32002").
+func modernAnswer(result, errObj json.RawMessage) (json.RawMessage, json.RawMessage) {
+	if errObj != nil {
+		if cs, ce, ok := rawjson.Member(errObj, "code"); ok && string(errObj[cs:ce]) == strconv.Itoa(codeResourceNotFound) {
+			errObj = rawjson.Replace(errObj, cs, ce, []byte(strconv.Itoa(int(jsonrpc.CodeInvalidParams))))
+		}
+		return nil, errObj
+	}
+	if !rawjson.Has(result, "resultType") {
+		result = rawjson.Prepend(result, `"resultType":"complete"`)
+	}
+	return result, nil
+}
+
+// withCacheHint adds ttlMs and cacheScope to a cacheable result that has none
+// (server/utilities/caching.mdx: "required" on the list results and resources/read).
+func withCacheHint(result json.RawMessage, h cacheHint) json.RawMessage {
+	if rawjson.Has(result, "ttlMs") || inputRequired(result) {
+		return result // a modern server's own, or an interim result, which carries none
+	}
+	scope := "private"
+	if h.public {
+		scope = "public"
+	}
+	return rawjson.Prepend(result, fmt.Sprintf(`"ttlMs":%d,"cacheScope":%q`, h.ttlMs, scope))
+}
+
+// inputRequired reports whether a result is an InputRequiredResult.
+func inputRequired(result json.RawMessage) bool {
+	rt, _ := rawjson.StringMember(result, "resultType")
+	return rt == "input_required"
+}
+
+// merge is the cache hint of a result made of parts: the smallest ttlMs, private when any part
+// is ("Servers MUST apply the same cacheScope to all response pages", caching.mdx).
+func (h cacheHint) merge(o cacheHint) cacheHint {
+	return cacheHint{ttlMs: min(h.ttlMs, o.ttlMs), public: h.public && o.public}
+}
+
+// listHint is the cache hint of the aggregator's list k: that of the servers' lists merged.
+// No server: public and stale at once. Called under roster.mu (catalog.go).
+func listHint(servers []*server, k kind) cacheHint {
+	h, first := cacheHint{public: true}, true
+	for _, s := range servers {
+		if !s.offersList(k) {
+			continue
+		}
+		if first {
+			h, first = s.hints[k], false
+			continue
+		}
+		h = h.merge(s.hints[k])
+	}
+	return h
+}
+
+// modernForward prepares a modern client's request c, relayed to a server with params (in
+// parts): the log level it asks for is noted (c.logLevel); a legacy server gets the params
+// without the modern envelope (a go-sdk server restricted to legacy versions answers a
+// request that carries it with -32022), and is set to log at that level.
+func (a *Aggregator) modernForward(c *call, params [][]byte) [][]byte {
+	p := c.req.Params
+	ms, me, ok := rawjson.Member(p, "_meta")
+	if !ok {
+		return params
+	}
+	level, _ := rawjson.StringMember(p[ms:me], metaLogLevel)
+	c.logLevel = logLevels[level]
+	if c.to.era != legacy {
+		return params
+	}
+	if c.logLevel > 0 && c.to.offers("logging") {
+		a.lowerLevel(c.to, c.logLevel, level)
+	}
+	joined := slices.Concat(params...)
+	ms, me, _ = rawjson.Member(joined, "_meta")
+	return [][]byte{rawjson.Replace(joined, ms, me, stripEnvelope(joined[ms:me]))}
+}
+
+// stripEnvelope is a request's _meta without the members of the modern envelope.
+func stripEnvelope(meta []byte) []byte {
+	out := []byte{'{'}
+	rawjson.Object(meta, func(k []byte, start, end int) bool {
+		switch string(k) {
+		case metaProtocolVersion, metaCapabilities, metaClientInfo, metaLogLevel:
+			return true
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(strconv.AppendQuote(out, string(k)), ':'), meta[start:end]...)
+		return true
+	})
+	return append(out, '}')
+}
+
+// lowerLevel sets a legacy server's log level with logging/setLevel when a modern client's
+// request asks for a lower one than it was set to (it logs for the whole session; what it
+// says reaches the client only while such a request is in flight: wantsLog). The level is set
+// again on the server's new processes (replay).
+func (a *Aggregator) lowerLevel(s *server, rank int, level string) {
+	for {
+		set := s.logLevel.Load()
+		if set != 0 && int(set) <= rank {
+			return
+		}
+		if s.logLevel.CompareAndSwap(set, int32(rank)) {
+			break
+		}
+	}
+	params := json.RawMessage(`{"level":` + strconv.Quote(level) + `}`)
+	a.setup.leveled(params)
+	a.sendToServer(&call{to: s, method: "logging/setLevel", doing: "setting the log level a request asked for",
+		done: func(_, errObj json.RawMessage) {
+			if errObj != nil {
+				s.log.Debug("logging/setLevel failed", "error", string(errObj))
+			}
+		}}, nil, params)
+}

@@ -1,0 +1,249 @@
+package aggregator
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The modern envelope of a test client's requests.
+const (
+	modernCaps = `{"elicitation":{"form":{}},"sampling":{},"roots":{}}`
+	modernInfo = `{"name":"modern-test","version":"2.0"}`
+)
+
+// meta is a request's _meta for the modern era, with extra members.
+func meta(caps string, extra ...string) string {
+	m := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps +
+		`,"io.modelcontextprotocol/clientInfo":` + modernInfo
+	for _, e := range extra {
+		m += "," + e
+	}
+	return m + "}"
+}
+
+// modernCall sends a modern request: params (an object's members, may be empty) with the
+// envelope.
+func (c *client) modernCall(method, members string, extra ...string) msg {
+	c.t.Helper()
+	p := "{" + meta(modernCaps, extra...)
+	if members != "" {
+		p += "," + members
+	}
+	return c.call(method, p+"}")
+}
+
+// member decodes the member key of an answer's result.
+func member[T any](t *testing.T, m msg, key string) T {
+	t.Helper()
+	var r map[string]json.RawMessage
+	var v T
+	if err := json.Unmarshal(m.Result, &r); err != nil || json.Unmarshal(r[key], &v) != nil {
+		t.Fatalf("no %q in %s", key, m.Line)
+	}
+	return v
+}
+
+// A client whose first request is server/discover speaks the modern era: it is told every
+// version served, what the aggregator offers, its instructions and serverInfo, with the
+// result's envelope; the servers are initialized with what the request's _meta says of the
+// client.
+func TestModernDiscover(t *testing.T) {
+	c := serve(t, Options{}, fx("a", "-report-init", "-full", "-instructions", "Use a."))
+	m := c.modernCall("server/discover", "")
+	if m.Error != nil {
+		t.Fatal(m.Line)
+	}
+	if got := member[[]string](t, m, "supportedVersions"); !slices.Equal(got, []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
+		t.Errorf("supportedVersions %v", got)
+	}
+	for key, want := range map[string]string{"resultType": "complete", "cacheScope": "private"} {
+		if got := member[string](t, m, key); got != want {
+			t.Errorf("%s %q, want %q", key, got, want)
+		}
+	}
+	if !strings.Contains(member[string](t, m, "instructions"), "Use a.") {
+		t.Errorf("instructions missing: %s", m.Line)
+	}
+	if got := member[map[string]json.RawMessage](t, m, "_meta")[metaServerInfo]; !strings.Contains(string(got), `"mcp-simple-aggregator"`) {
+		t.Errorf("serverInfo %s", got)
+	}
+	caps := member[map[string]json.RawMessage](t, m, "capabilities")
+	if caps["tools"] == nil || caps["tasks"] != nil {
+		t.Errorf("capabilities %s", m.Line)
+	}
+	got := c.modernCall("tools/call", `"name":"a:init_params"`)
+	want := `{"protocolVersion":"2025-11-25","capabilities":{"roots":{},"sampling":{},"elicitation":{"form":{}}},"clientInfo":` + modernInfo + `}`
+	if !strings.Contains(got.Line, `"structuredContent":`+want) {
+		t.Errorf("the server was initialized with\n %s\nwant\n %s", got.Line, want)
+	}
+	if !strings.HasPrefix(string(got.Result), `{"resultType":"complete",`) {
+		t.Errorf("a tool's result without resultType: %s", got.Line)
+	}
+}
+
+// Every modern request is checked: the version must be one served (else -32022 with the
+// versions), the capabilities present; a malformed request is answered and the session goes on.
+func TestModernEnvelope(t *testing.T) {
+	c := serve(t, Options{}, fx("a"))
+	wantError(t, c.call("server/discover", `{}`), -32602, `"io.modelcontextprotocol/protocolVersion" is missing`)
+	m := c.call("tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	wantError(t, m, -32022, "Unsupported protocol version: 2099-01-01")
+	if !strings.Contains(m.Line, `"data":{"supported":["2026-07-28","2025-11-25"`) || !strings.Contains(m.Line, `"requested":"2099-01-01"`) {
+		t.Errorf("-32022 data: %s", m.Line)
+	}
+	wantError(t, c.call("tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), -32602, `clientCapabilities" is missing`)
+	if m := c.modernCall("tools/list", ""); m.Error != nil || !strings.Contains(m.Line, `"a:echo"`) {
+		t.Fatalf("tools/list: %s", m.Line)
+	}
+	wantError(t, c.modernCall("tools/list", "", `"io.modelcontextprotocol/logLevel":"loud"`), -32602, "not a logging level")
+	wantError(t, c.modernCall("tools/list", "", `"io.modelcontextprotocol/clientInfo":{"name":1}`), -32602, "clientInfo")
+	wantError(t, c.call("tools/list", `{}`), -32602, "protocolVersion")
+	for _, method := range []string{"ping", "logging/setLevel", "resources/subscribe", "tasks/list"} {
+		wantError(t, c.modernCall(method, ""), -32601, "2026-07-28")
+	}
+	wantError(t, c.modernCall("no/such", ""), -32601, "no/such is not a method")
+}
+
+// The lists and resources/read carry resultType and cache hints (a legacy server's: stale
+// at once, private); a legacy server's resource-not-found -32002 reaches a modern client as
+// -32602; the results are otherwise as the server wrote them.
+func TestModernResults(t *testing.T) {
+	c := serve(t, Options{}, fx("a", "-full"))
+	for _, method := range []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"} {
+		m := c.modernCall(method, "")
+		if !strings.HasPrefix(string(m.Result), `{"resultType":"complete","ttlMs":0,"cacheScope":"private",`) {
+			t.Errorf("%s: %.200s", method, m.Line)
+		}
+	}
+	m := c.modernCall("resources/read", `"uri":"fixture://static/a"`)
+	want := `{"resultType":"complete","ttlMs":0,"cacheScope":"private","contents":[{"uri":"fixture://static/a","mimeType":"text/plain","text":"contents of fixture://static/a","_meta":{"b":1,"a":0}}]}`
+	if string(m.Result) != want {
+		t.Errorf("resources/read\n %s\nwant\n %s", m.Result, want)
+	}
+	m = c.modernCall("resources/read", `"uri":"fixture://missing"`)
+	wantError(t, m, -32602, "Resource not found")
+	if !strings.Contains(m.Line, `"data":{"uri":"fixture://missing"}`) {
+		t.Errorf("the error's data: %s", m.Line)
+	}
+	wantError(t, c.modernCall("resources/read", `"uri":"nowhere://x"`), -32602, "Resource not found")
+}
+
+// A server's log messages reach a modern client only while a request of its that asked for
+// them (logLevel) is in flight to that server, at or above that level; the aggregator's own
+// never.
+func TestModernLogging(t *testing.T) {
+	c := serve(t, Options{}, fx("a", "-full"))
+	c.modernCall("tools/call", `"name":"a:log"`) // no logLevel: no message
+	m := c.modernCall("tools/call", `"name":"a:log"`, `"io.modelcontextprotocol/logLevel":"error"`)
+	if m.Error != nil {
+		t.Fatal(m.Line)
+	}
+	var levels []string
+	for {
+		select {
+		case n := <-c.notes:
+			if n.Method == "notifications/message" {
+				var p struct{ Level string }
+				json.Unmarshal(n.Params, &p)
+				levels = append(levels, p.Level)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if !slices.Equal(levels, []string{"error", "critical", "alert", "emergency"}) {
+		t.Errorf("log messages at %v; want those of the call that asked for error and above", levels)
+	}
+}
+
+// subscriptions/listen: acknowledged first with what was agreed, then the list changes and
+// resource updates asked for, each tagged with the listen's ID.
+func TestModernListen(t *testing.T) {
+	c := serve(t, Options{}, fx("a", "-full"), fx("b", "-full", "-scheme", "other"))
+	c.write(`{"jsonrpc":"2.0","id":"listen-1","method":"subscriptions/listen","params":{` + meta(modernCaps) +
+		`,"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fixture://static/a","nowhere://x"]}}}`)
+	ack := c.note("notifications/subscriptions/acknowledged")
+	if want := `{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fixture://static/a"]},"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}`; string(ack.Params) != want {
+		t.Errorf("ack %s\nwant %s", ack.Params, want)
+	}
+	c.modernCall("tools/call", `"name":"a:grow"`)
+	if n := c.note("notifications/tools/list_changed"); string(n.Params) != `{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}` {
+		t.Errorf("list_changed %s", n.Line)
+	}
+	if m := c.modernCall("tools/call", `"name":"a:touch","arguments":{"uri":"fixture://static/a"}`); !strings.Contains(m.Line, `"subscribed":true`) {
+		t.Fatalf("the server was not subscribed: %s", m.Line)
+	}
+	if n := c.note("notifications/resources/updated"); string(n.Params) != `{"uri":"fixture://static/a","_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1","b":1,"a":2}}` {
+		t.Errorf("resources/updated %s", n.Line)
+	}
+	c.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"listen-1"}}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m := c.modernCall("tools/call", `"name":"a:touch","arguments":{"uri":"fixture://static/a"}`)
+		if strings.Contains(m.Line, `"subscribed":false`) {
+			break // unsubscribed at the server with the last stream that wanted it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still subscribed after the listen ended: %s", m.Line)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A legacy server's request for input during a modern client's call reaches the client as an
+// InputRequiredResult; the retry with inputResponses and the requestState delivers the answer,
+// and the server's result answers the retry.
+func TestModernInputRequired(t *testing.T) {
+	c := serve(t, Options{}, fx("a", "-full"))
+	call := `"name":"a:ask","arguments":{"method":"elicitation/create","params":{"message":"Name?","requestedSchema":{"type":"object"}}}`
+	m := c.modernCall("tools/call", call)
+	if got := member[string](t, m, "resultType"); got != "input_required" {
+		t.Fatalf("first answer %s", m.Line)
+	}
+	requests := member[map[string]json.RawMessage](t, m, "inputRequests")
+	if len(requests) != 1 || string(requests["elicitation-1"]) != `{"method":"elicitation/create","params":{"message":"Name?","requestedSchema":{"type":"object"}}}` {
+		t.Fatalf("inputRequests %s", m.Line)
+	}
+	state := member[string](t, m, "requestState")
+	quoted, _ := json.Marshal(state)
+
+	// Refused: forged, for other arguments.
+	forged := strings.Replace(state, state[len(statePrefix):len(statePrefix)+4], "AAAA", 1)
+	fq, _ := json.Marshal(forged)
+	wantError(t, c.modernCall("tools/call", call+`,"inputResponses":{},"requestState":`+string(fq)), -32602, "")
+	other := strings.Replace(call, "Name?", "Age?", 1)
+	wantError(t, c.modernCall("tools/call", other+`,"inputResponses":{},"requestState":`+string(quoted)), -32602, "belongs to another request")
+
+	answer := `{"action":"accept","content":{"name":"Ada"}}`
+	m = c.modernCall("tools/call", call+`,"inputResponses":{"elicitation-1":`+answer+`},"requestState":`+string(quoted))
+	if !strings.Contains(m.Line, `"structuredContent":{"result":`+answer+`}`) || member[string](t, m, "resultType") != "complete" {
+		t.Fatalf("retry answered %s", m.Line)
+	}
+	wantError(t, c.modernCall("tools/call", call+`,"inputResponses":{"elicitation-1":`+answer+`},"requestState":`+string(quoted)), -32602, "is gone")
+}
+
+// Input a request did not declare it can give: -32021 naming the capability; a request that
+// is never retried: the server's request gets an error when its state expires, and the
+// state is refused.
+func TestModernInputRefused(t *testing.T) {
+	c := serve(t, Options{InputTTL: 300 * time.Millisecond}, fx("a", "-full"))
+	call := `"name":"a:ask","arguments":{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}}`
+	p := "{" + meta(`{"elicitation":{}}`) + "," + call + "}"
+	m := c.call("tools/call", p)
+	wantError(t, m, -32021, `does not declare "sampling"`)
+	if !strings.Contains(m.Line, `"data":{"requiredCapabilities":{"sampling":{}}}`) {
+		t.Errorf("data %s", m.Line)
+	}
+
+	m = c.modernCall("tools/call", call)
+	state, _ := json.Marshal(member[string](t, m, "requestState"))
+	time.Sleep(600 * time.Millisecond)
+	wantError(t, c.modernCall("tools/call", call+`,"inputResponses":{"sampling-1":{}},"requestState":`+string(state)), -32602, "expired")
+	if !strings.Contains(c.log.String(), "input asked for expired") {
+		t.Errorf("the expiry was not noted:\n%s", c.log)
+	}
+}
