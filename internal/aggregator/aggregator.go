@@ -506,8 +506,8 @@ func (a *Aggregator) Close() {
 // add servers: so tools, prompts, resources and logging are always offered, with list changes
 // (a list no server serves is empty; logging/setLevel is answered here and passed to the
 // servers that log). Resource subscriptions and completions are offered when some server
-// offers them, and tasks as the union of the servers' tasks capabilities. Built as JSON: the
-// SDK's types have no tasks.
+// offers them, tasks as the union of the servers' tasks capabilities, and extensions (MCP
+// Apps, ...) as the union of theirs. Built as JSON: the SDK's types have no tasks.
 func unionCapabilities(servers []*server, tasks json.RawMessage) json.RawMessage {
 	resources := map[string]bool{"listChanged": true}
 	caps := map[string]any{
@@ -528,6 +528,11 @@ func unionCapabilities(servers []*server, tasks json.RawMessage) json.RawMessage
 		}
 		if s.offers("completions") {
 			caps["completions"] = struct{}{}
+		}
+		var ext map[string]any
+		if json.Unmarshal(s.caps["extensions"], &ext) == nil && len(ext) > 0 {
+			merged, _ := caps["extensions"].(map[string]any)
+			caps["extensions"] = mergeObjects(merged, ext)
 		}
 	}
 	if tasks != nil {

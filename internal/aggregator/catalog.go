@@ -43,6 +43,9 @@ type catalog struct {
 	era     mcpschema.Era // the era whose schema the definitions were checked against
 
 	tools map[string]entry // by exposed name
+	// bare are the tools by the name their server gives them, for an MCP App's own calls
+	// ("the name as the server declared it"): only names exactly one server lists.
+	bare map[string]entry
 	order []entry          // tools: servers in key order, each server's tools in its order
 	// hidden are the tools the configuration's filters hide, by exposed name: why, for the
 	// error a call to one gets.
@@ -106,6 +109,7 @@ func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog
 		sep:           sep,
 		era:           era,
 		tools:         map[string]entry{},
+		bare:          map[string]entry{},
 		hidden:        map[string]string{},
 		prompts:       map[string]entry{},
 		resources:     map[string]*server{},
@@ -151,6 +155,10 @@ func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog
 				defs[k] = append(defs[k], e.def)
 				if k == kindTools {
 					c.order = append(c.order, e)
+					if _, twice := c.bare[e.original]; twice {
+						e.server = nil // two servers list it: not reachable by its bare name
+					}
+					c.bare[e.original] = e
 				}
 			}
 		}

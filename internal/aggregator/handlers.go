@@ -80,6 +80,11 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 		a.answerClient(req.ID, nil, invalidParams("the %s name is not a string: %.80s", what, req.Params[ns:ne]))
 		return
 	}
+	if !ok && k == kindTools {
+		// An MCP App calls its server's tools by the name the server declared.
+		e, ok = cat.bare[name]
+		ok = ok && e.server != nil
+	}
 	if !ok {
 		if w, withheld := cat.withheldAs(k, name); withheld {
 			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: %s", what, name, w.callError()))

@@ -247,3 +247,24 @@ func TestModernInputRefused(t *testing.T) {
 		t.Errorf("the expiry was not noted:\n%s", c.log)
 	}
 }
+
+// MCP Apps: the servers' extensions are offered (merged), the client's reach the servers as
+// declared, and a tool is callable by the name its server declared when only one server lists
+// it (an app's own calls use it).
+func TestExtensionsAndBareNames(t *testing.T) {
+	ui := `{"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}}`
+	c := serve(t, Options{},
+		fx("a", "-report-init", "-caps", `{"tools":{},"extensions":{"io.modelcontextprotocol/ui":{}}}`),
+		fx("b", "-caps", `{"tools":{},"extensions":{"com.example/x":{"n":1}}}`))
+	m := c.initialize(`{"extensions":` + ui + `}`)
+	if !strings.Contains(m.Line, `"extensions":{"com.example/x":{"n":1},"io.modelcontextprotocol/ui":{}}`) {
+		t.Errorf("capabilities offered: %s", m.Line)
+	}
+	if got := c.call("tools/call", `{"name":"a:init_params"}`); !strings.Contains(got.Line, `"extensions":`+ui) {
+		t.Errorf("the server was not told the client's extensions: %s", got.Line)
+	}
+	if got := c.call("tools/call", `{"name":"init_params"}`); got.Error != nil || !strings.Contains(got.Line, `"clientInfo"`) {
+		t.Errorf("a bare name one server lists: %s", got.Line)
+	}
+	wantError(t, c.call("tools/call", `{"name":"echo"}`), -32602, "Unknown tool: echo")
+}

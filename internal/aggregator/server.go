@@ -128,9 +128,10 @@ func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 
 // routedCapabilities are the client's capabilities that the servers are told of, as the
 // client declared them: those whose requests the aggregator routes to the client (sampling,
-// elicitation, roots) and experimental ones. Not tasks: task-augmented requests to the client
-// are not routed.
-var routedCapabilities = []string{"roots", "sampling", "elicitation", "experimental"}
+// elicitation, roots), experimental ones, and extensions (MCP Apps' io.modelcontextprotocol/ui:
+// the servers' tool _meta and ui:// resources pass unchanged). Not tasks: task-augmented
+// requests to the client are not routed.
+var routedCapabilities = []string{"roots", "sampling", "elicitation", "experimental", "extensions"}
 
 // serverInit is the initialize the servers get: the protocol version of the session with the
 // client, the client's clientInfo as it sent it, and the capabilities it declared that the
