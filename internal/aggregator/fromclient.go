@@ -125,8 +125,11 @@ func (a *Aggregator) clientRequest(m *jsonrpc.Request) {
 			a.initialize(m)
 		case cs != nil || opensModern(m):
 			a.modernRequest(m)
+		case m.IsCall() && m.Method != "ping":
+			// Neither era's: the modern envelope is missing (the SDK would answer with code 0).
+			a.answerClient(m.ID, nil, envelopeError(metaProtocolVersion, "missing"))
 		default:
-			a.sdk.deliver(m) // it refuses requests before initialize
+			a.sdk.deliver(m) // ping, and notifications, before initialize
 		}
 		return
 	}
