@@ -45,8 +45,8 @@ type catalog struct {
 	tools map[string]entry // by exposed name
 	// bare are the tools by the name their server gives them, for an MCP App's own calls
 	// ("the name as the server declared it"): only names exactly one server lists.
-	bare map[string]entry
-	order []entry          // tools: servers in key order, each server's tools in its order
+	bare  map[string]entry
+	order []entry // tools: servers in key order, each server's tools in its order
 	// hidden are the tools the configuration's filters hide, by exposed name: why, for the
 	// error a call to one gets.
 	hidden  map[string]string
