@@ -239,11 +239,18 @@ func (a *Aggregator) modernClient() bool {
 
 // modernAnswer puts an answer to a modern client in the modern envelope: a result without
 // resultType gets "complete" ("Every result MUST include resultType", basic/index.mdx); the
-// legacy resource-not-found code -32002 becomes -32602 ("servers MUST NOT emit -32002").
+// legacy resource-not-found code -32002 becomes -32602 ("servers MUST NOT emit -32002"), and
+// a -32042 that could not be made an InputRequiredResult -32603.
 func modernAnswer(result, errObj json.RawMessage) (json.RawMessage, json.RawMessage) {
 	if errObj != nil {
-		if cs, ce, ok := rawjson.Member(errObj, "code"); ok && string(errObj[cs:ce]) == strconv.Itoa(codeResourceNotFound) {
-			errObj = rawjson.Replace(errObj, cs, ce, []byte(strconv.Itoa(int(jsonrpc.CodeInvalidParams))))
+		if cs, ce, ok := rawjson.Member(errObj, "code"); ok {
+			switch string(errObj[cs:ce]) {
+			case strconv.Itoa(codeResourceNotFound):
+				errObj = rawjson.Replace(errObj, cs, ce, []byte(strconv.Itoa(int(jsonrpc.CodeInvalidParams))))
+			case strconv.Itoa(codeURLElicitationRequired):
+				// One that names no URL to ask for (urlRequired): "MUST NOT emit -32042".
+				errObj = rawjson.Replace(errObj, cs, ce, []byte(strconv.Itoa(int(jsonrpc.CodeInternalError))))
+			}
 		}
 		return nil, errObj
 	}
@@ -315,21 +322,20 @@ func (a *Aggregator) modernForward(c *call, params [][]byte) [][]byte {
 	}
 	joined := slices.Concat(params...)
 	ms, me, _ = rawjson.Member(joined, "_meta")
-	return [][]byte{rawjson.Replace(joined, ms, me, stripEnvelope(joined[ms:me]))}
+	return [][]byte{rawjson.Replace(joined, ms, me, without(joined[ms:me], metaProtocolVersion, metaCapabilities, metaClientInfo, metaLogLevel))}
 }
 
-// stripEnvelope is a request's _meta without the members of the modern envelope.
-func stripEnvelope(meta []byte) []byte {
+// without is the object obj without the members keys, the others as they were written.
+func without(obj []byte, keys ...string) []byte {
 	out := []byte{'{'}
-	rawjson.Object(meta, func(k []byte, start, end int) bool {
-		switch string(k) {
-		case metaProtocolVersion, metaCapabilities, metaClientInfo, metaLogLevel:
+	rawjson.Object(obj, func(k []byte, start, end int) bool {
+		if slices.Contains(keys, string(k)) {
 			return true
 		}
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(append(strconv.AppendQuote(out, string(k)), ':'), meta[start:end]...)
+		out = append(append(strconv.AppendQuote(out, string(k)), ':'), obj[start:end]...)
 		return true
 	})
 	return append(out, '}')

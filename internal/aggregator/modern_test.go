@@ -268,3 +268,22 @@ func TestExtensionsAndBareNames(t *testing.T) {
 	}
 	wantError(t, c.call("tools/call", `{"name":"echo"}`), -32602, "Unknown tool: echo")
 }
+
+// A legacy server's URLElicitationRequiredError (-32042) reaches a modern client as an
+// InputRequiredResult with the URL elicitation; the retry goes to the server again. One with
+// no URL in it is an internal error: a modern client never gets -32042.
+func TestModernURLElicitation(t *testing.T) {
+	c := serve(t, Options{}, fx("a", "-full"))
+	call := `"name":"a:fail","arguments":{"url":"https://example.com/auth"}`
+	m := c.modernCall("tools/call", call)
+	want := `"inputRequests":{"elicitation-1":{"method":"elicitation/create","params":{"message":"Sign in","mode":"url","url":"https://example.com/auth"}}}`
+	if !strings.Contains(m.Line, `"resultType":"input_required",`+want) {
+		t.Fatalf("-32042 became %s", m.Line)
+	}
+	state, _ := json.Marshal(member[string](t, m, "requestState"))
+	m = c.modernCall("tools/call", call+`,"inputResponses":{"elicitation-1":{"action":"accept"}},"requestState":`+string(state))
+	if !strings.Contains(m.Line, `"signed in"`) {
+		t.Errorf("the retry: %s", m.Line)
+	}
+	wantError(t, c.modernCall("tools/call", `"name":"a:fail"`), -32603, "the fixture fails as asked")
+}

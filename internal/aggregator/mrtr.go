@@ -72,9 +72,11 @@ type suspension struct {
 	result, errObj json.RawMessage
 }
 
-// pending is a server's request for input, in the table (from the server, to the client).
+// pending is a server's request for input: in the table (from the server, to the client), or
+// nil for a URL elicitation of a -32042 error, which the server does not wait for.
 type pending struct {
 	call   *call
+	method string
 	params json.RawMessage
 }
 
@@ -99,7 +101,7 @@ func (a *Aggregator) inputRequest(s *server, m *jsonrpc.Request) {
 	if _, res := a.inflight.add(pc, nil); res != addOK {
 		return // its server went down meanwhile
 	}
-	sus, clientID, first := a.inflight.suspend(c, pending{pc, m.Params}, a.inputTTL())
+	sus, clientID, first := a.inflight.suspend(c, pending{pc, m.Method, m.Params}, a.inputTTL())
 	switch {
 	case sus == nil: // the client's request ended meanwhile
 		if a.inflight.take(pc) {
@@ -153,7 +155,7 @@ func (a *Aggregator) inputRequired(sus *suspension) json.RawMessage {
 			b = append(b, ',')
 		}
 		p := sus.asked[k]
-		b = append(b, strconv.Quote(k)+`:{"method":`+strconv.Quote(p.call.method)...)
+		b = append(b, strconv.Quote(k)+`:{"method":`+strconv.Quote(p.method)...)
 		if len(p.params) > 0 {
 			b = append(append(b, `,"params":`...), p.params...)
 		}
@@ -262,13 +264,18 @@ func (a *Aggregator) resume(req *jsonrpc.Request) {
 		return
 	}
 	sus.timer.Stop()
+	if sus.call == nil {
+		// After a -32042: the server decides now whether the client did what it asked.
+		a.redispatch(req)
+		return
+	}
 	for key, pc := range sus.asked {
 		r, ok := responses[key]
 		if !ok {
 			continue // asked again below: "respond with a new InputRequiredResult requesting the missing information"
 		}
 		delete(sus.asked, key)
-		if a.inflight.take(pc.call) {
+		if pc.call != nil && a.inflight.take(pc.call) {
 			pc.call.from.conn.Send(nil, response(encodeID(pc.call.fromID), r, nil)...)
 		}
 	}
@@ -293,6 +300,9 @@ func (a *Aggregator) expire(sus *suspension) {
 	if !ok {
 		return
 	}
+	if c == nil {
+		return // a -32042's URL elicitation: nothing waits at the server
+	}
 	for _, pc := range asked {
 		if a.inflight.take(pc.call) {
 			pc.call.from.conn.Send(nil, response(encodeID(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
@@ -313,9 +323,49 @@ func (a *Aggregator) answerCall(c *call, result, errObj json.RawMessage) {
 		return
 	}
 	id, held := a.inflight.outcome(c, result, errObj)
-	if !held {
+	switch {
+	case held:
+	case errObj != nil && c.req != nil && inputMethods[c.method] && a.urlRequired(id, c, errObj):
+	default:
 		a.answerClient(id, result, errObj)
 	}
+}
+
+// codeURLElicitationRequired is the legacy URLElicitationRequiredError (2025-11-25).
+const codeURLElicitationRequired = -32042
+
+// urlRequired turns a legacy server's URLElicitationRequiredError (-32042, "MUST NOT" reach a
+// modern client: basic/index.mdx) into an InputRequiredResult asking for each URL
+// elicitation of its data; the client's retry is sent to the server again, which decides
+// whether the client did what it asked ("accept" is consent, not completion:
+// client/elicitation.mdx). It reports false when errObj is not such an error.
+func (a *Aggregator) urlRequired(id jsonrpc.ID, c *call, errObj json.RawMessage) bool {
+	var e struct {
+		Code int64 `json:"code"`
+		Data struct {
+			Elicitations []map[string]json.RawMessage `json:"elicitations"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(errObj, &e) != nil || e.Code != codeURLElicitationRequired || len(e.Data.Elicitations) == 0 {
+		return false
+	}
+	sus := &suspension{method: c.method, digest: paramsDigest(c.method, c.req.Params), asked: map[string]pending{}}
+	for _, el := range e.Data.Elicitations {
+		delete(el, "elicitationId") // removed in 2026-07-28 (changelog m11)
+		params, _ := json.Marshal(el)
+		sus.ask(pending{method: "elicitation/create", params: params})
+	}
+	sus.round(a.inputTTL())
+	a.inflight.park(sus)
+	sus.timer = time.AfterFunc(a.inputTTL(), func() { a.expire(sus) })
+	a.answerClient(id, a.inputRequired(sus), nil)
+	return true
+}
+
+// redispatch routes a retry after a -32042 as a new request: its params without the input.
+func (a *Aggregator) redispatch(req *jsonrpc.Request) {
+	params := without(req.Params, "inputResponses", "requestState")
+	clientRequests[req.Method](a, &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params})
 }
 
 // The table's part: suspensions live under its lock, beside the calls they hold.
@@ -368,12 +418,19 @@ func (t *table) suspend(c *call, p pending, ttl time.Duration) (sus *suspension,
 // ask gives p a key and adds it to what the client is asked.
 func (sus *suspension) ask(p pending) {
 	sus.keys++
-	sus.asked[strings.SplitN(p.call.method, "/", 2)[0]+"-"+strconv.Itoa(sus.keys)] = p
+	sus.asked[strings.SplitN(p.method, "/", 2)[0]+"-"+strconv.Itoa(sus.keys)] = p
 }
 
 // round starts a round of sus: a new ID (the previous requestState is dead) and expiry.
 func (sus *suspension) round(ttl time.Duration) {
 	sus.id, sus.expires = newSuspensionID(), time.Now().Add(ttl)
+}
+
+// park registers a suspension that holds no call (a -32042's URL elicitations).
+func (t *table) park(sus *suspension) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.suspended[sus.id] = sus
 }
 
 // claim takes the suspension id for a retry: nil when there is none (taken, expired, gone).
