@@ -10,10 +10,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -89,6 +91,12 @@ func main() {
 	if want("latency") {
 		add(b.latency()...)
 	}
+	if want("modern") {
+		add(b.modernLatency())
+	}
+	if want("probe") {
+		add(b.probeOnly())
+	}
 	if want("throughput") {
 		add(b.throughput())
 	}
@@ -154,6 +162,10 @@ type session struct {
 	cmd *exec.Cmd
 }
 
+// modernClient makes connect speak the modern era (2026-07-28) where the peer does; the
+// sessions are legacy otherwise, like-for-like with the legacy fixture.
+var modernClient bool
+
 // connect starts cmd and connects the SDK's client to it. The SDK's CommandTransport caps
 // lines at 16 MiB, too little for the 64 MiB measurement: IOTransport takes a limit.
 func connect(cmd *exec.Cmd) (*session, time.Duration) {
@@ -179,8 +191,11 @@ func connectWith(cmd *exec.Cmd, opts *mcp.ClientOptions) (*session, time.Duratio
 	if err := cmd.Start(); err != nil {
 		log.Fatal(err)
 	}
-	s, err := client.Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: 256 << 20},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	sessionOpts := &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	if modernClient {
+		sessionOpts = nil // the SDK's default: probe with server/discover, modern when it can
+	}
+	s, err := client.Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: 256 << 20}, sessionOpts)
 	if err != nil {
 		log.Fatalf("connecting to %s: %v", cmd.Path, err)
 	}
@@ -200,6 +215,11 @@ func (b *bench) direct(args ...string) *session {
 
 // aggregated starts the aggregator over n children started with args.
 func (b *bench) aggregated(n int, args ...string) (*session, time.Duration) {
+	return connect(exec.Command(b.bin(), "--config", b.config(n, args), "--separator", "__"))
+}
+
+// config writes a configuration of n children started with args, and returns its path.
+func (b *bench) config(n int, args []string) string {
 	servers := map[string]any{}
 	if args == nil {
 		args = []string{} // null is not an array: the schema would reject it
@@ -213,7 +233,7 @@ func (b *bench) aggregated(n int, args ...string) (*session, time.Duration) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		log.Fatal(err)
 	}
-	return connect(exec.Command(b.bin(), "--config", path, "--separator", "__"))
+	return path
 }
 
 // bin is the aggregator binary to start: the one under test, or the baseline while compare
@@ -265,6 +285,63 @@ func (b *bench) latency() []row {
 		{"echo latency p50", us(dp50), us(ap50), fmt.Sprintf("+%s added = %.2fx a direct round trip", us(ap50-dp50), float64(ap50-dp50)/float64(dp50)), "added <= 0.5x"},
 		{"echo latency p99", us(dp99), us(ap99), fmt.Sprintf("+%s added", us(ap99-dp99)), ""},
 	}
+}
+
+// modernLatency: sequential echo calls of a modern client (2026-07-28: the envelope of every
+// request checked, the result's put in) through the aggregator to a legacy child, against a
+// legacy client directly.
+func (b *bench) modernLatency() row {
+	d := b.direct()
+	modernClient = true
+	a, _ := b.aggregated(1)
+	modernClient = false
+	defer d.Close()
+	defer a.Close()
+	if v := a.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		log.Fatalf("the modern session speaks %s", v)
+	}
+	var d50, a50 []time.Duration
+	for range *runs {
+		x, _ := echoLatency(d, "echo")
+		d50 = append(d50, x)
+		x, _ = echoLatency(a, "s00__echo")
+		a50 = append(a50, x)
+	}
+	dp50, ap50 := median(d50), median(a50)
+	return row{"echo latency p50, modern client", us(dp50), us(ap50), fmt.Sprintf("+%s added = %.2fx a direct round trip", us(ap50-dp50), float64(ap50-dp50)/float64(dp50)), "added <= 0.5x"}
+}
+
+// probeOnly: a process that is only probed (server/discover, then the end of its input, as the
+// TypeScript SDK's transport does), 20 children, from start to answer and to exit, against a
+// child probed directly (which answers the probe with an error, a legacy server).
+func (b *bench) probeOnly() row {
+	probe := func(cmd *exec.Cmd) (answered, exited time.Duration) {
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		cmd.Stderr = io.Discard
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			log.Fatal(err)
+		}
+		io.WriteString(stdin, `{"jsonrpc":"2.0","id":"probe","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`+"\n")
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || !strings.Contains(line, `"probe"`) {
+			log.Fatalf("probe of %s: %q %v", cmd.Path, line, err)
+		}
+		answered = time.Since(start)
+		stdin.Close()
+		cmd.Wait()
+		return answered, time.Since(start)
+	}
+	var da, de, aa, ae []time.Duration
+	for range 5 {
+		x, y := probe(exec.Command(*fixtureBin))
+		da, de = append(da, x), append(de, y)
+		x, y = probe(exec.Command(b.bin(), "--config", b.config(20, nil), "--separator", "__"))
+		aa, ae = append(aa, x), append(ae, y)
+	}
+	return row{"probe only, 20 children: answer / exit", ms(median(da)) + " / " + ms(median(de)), ms(median(aa)) + " / " + ms(median(ae)),
+		fmt.Sprintf("%.1fx a direct probe's exit", float64(median(ae))/float64(median(de))), "exit <= 1 s"}
 }
 
 // throughput: 8 concurrent callers for a few seconds.
