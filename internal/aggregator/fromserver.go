@@ -115,8 +115,19 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 		c.done(result, errObj)
 		return
 	}
-	if c.method == "resources/read" && errObj == nil && a.modernClient() {
-		result = withCacheHint(result, cacheHint{}) // a legacy server's: private, stale at once
+	if errObj == nil && a.modernClient() {
+		switch c.method {
+		case "resources/read":
+			result = withCacheHint(result, cacheHint{}) // a legacy server's: private, stale at once
+		case "tools/call":
+			if !a.offersTasksExtension() {
+				break
+			}
+			if rt, _ := rawjson.StringMember(result, "resultType"); rt == "task" {
+				id, _ := rawjson.StringMember(result, "taskId") // CreateTaskResult is flat
+				a.inflight.setTask(id, s)
+			}
+		}
 	}
 	a.answerCall(c, result, errObj)
 	if a.debug {

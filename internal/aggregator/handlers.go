@@ -219,6 +219,11 @@ func (a *Aggregator) callTask(req *jsonrpc.Request) {
 		a.answerClient(req.ID, nil, methodNotFound("no server offers tasks"))
 		return
 	}
+	a.routeTask(req)
+}
+
+// routeTask forwards a request about a task to the server that owns it.
+func (a *Aggregator) routeTask(req *jsonrpc.Request) {
 	id, token, ok := a.stringParam(req, "taskId")
 	if !ok {
 		return

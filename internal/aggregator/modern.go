@@ -42,11 +42,18 @@ var removedMethods = map[string]string{
 	"logging/setLevel":      "logging/setLevel was removed in 2026-07-28: put the level in the request's _meta \"" + metaLogLevel + "\"",
 	"resources/subscribe":   "resources/subscribe was removed in 2026-07-28: use subscriptions/listen with resourceSubscriptions",
 	"resources/unsubscribe": "resources/unsubscribe was removed in 2026-07-28: cancel the subscriptions/listen request",
-	"tasks/get":             "tasks are not offered to a client of protocol version 2026-07-28",
-	"tasks/result":          "tasks are not offered to a client of protocol version 2026-07-28",
-	"tasks/cancel":          "tasks are not offered to a client of protocol version 2026-07-28",
-	"tasks/list":            "tasks are not offered to a client of protocol version 2026-07-28",
+	"tasks/result": "tasks/result is not part of the tasks extension of 2026-07-28 (tasks/get returns the result)",
+	"tasks/list":   "tasks/list is not part of the tasks extension of 2026-07-28",
 }
+
+// tasksExtension is the identifier of the tasks extension (seps/2663-tasks-extension.md): a
+// modern server that offers it may answer tools/call with a task ("resultType": "task"), whose
+// tasks/get, tasks/update and tasks/cancel go to that server. Legacy tasks (2025-11-25) are
+// not offered to a modern client: they differ in every message.
+const tasksExtension = "io.modelcontextprotocol/tasks"
+
+// taskMethods are the requests of the tasks extension, routed by taskId.
+var taskMethods = map[string]bool{"tasks/get": true, "tasks/update": true, "tasks/cancel": true}
 
 // opensModern reports whether a request before any session starts a modern one: server/discover,
 // or a request whose _meta carries a protocol version (checked further by parseEnvelope).
@@ -147,6 +154,12 @@ func (a *Aggregator) modernRequest(m *jsonrpc.Request) {
 		a.answerClient(m.ID, a.discover, nil)
 	case m.Method == "subscriptions/listen":
 		a.listen(m)
+	case taskMethods[m.Method]:
+		if !a.offersTasksExtension() {
+			a.answerClient(m.ID, nil, methodNotFound("no server offers the tasks extension (%s)", tasksExtension))
+			return
+		}
+		a.routeTask(m)
 	case removedMethods[m.Method] != "":
 		a.answerClient(m.ID, nil, methodNotFound("%s", removedMethods[m.Method]))
 	case clientRequests[m.Method] != nil:
@@ -229,6 +242,13 @@ func (a *Aggregator) discoverResult(instructions string) json.RawMessage {
 		Meta              map[string]json.RawMessage `json:"_meta"`
 	}{"complete", slices.Concat(modernVersions, protocolVersions), caps, instructions, 0, "private",
 		map[string]json.RawMessage{metaServerInfo: a.selfInfo()}})
+}
+
+// offersTasksExtension reports whether the aggregator offers the tasks extension (some server
+// does).
+func (a *Aggregator) offersTasksExtension() bool {
+	es, ee, ok := rawjson.Member(a.caps, "extensions")
+	return ok && rawjson.Has(a.caps[es:ee], tasksExtension)
 }
 
 // modernClient reports whether the client speaks the modern era.
