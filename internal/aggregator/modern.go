@@ -355,7 +355,7 @@ func without(obj []byte, keys ...string) []byte {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(append(strconv.AppendQuote(out, string(k)), ':'), obj[start:end]...)
+		out = append(append(append(out, marshal(string(k))...), ':'), obj[start:end]...)
 		return true
 	})
 	return append(out, '}')

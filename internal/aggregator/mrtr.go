@@ -155,7 +155,7 @@ func (a *Aggregator) inputRequired(sus *suspension) json.RawMessage {
 			b = append(b, ',')
 		}
 		p := sus.asked[k]
-		b = append(b, strconv.Quote(k)+`:{"method":`+strconv.Quote(p.method)...)
+		b = append(append(append(b, strconv.Quote(k)...), `:{"method":`...), marshal(p.method)...)
 		if len(p.params) > 0 {
 			b = append(append(b, `,"params":`...), p.params...)
 		}
