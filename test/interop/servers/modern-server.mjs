@@ -1,6 +1,6 @@
 // A small MCP server on the TypeScript SDK v2 (@modelcontextprotocol/server), over stdio, for
 // the protocol-era tests: the modern era (2026-07-28) only, or with --dual (or MODERN_SERVER_DUAL=1)
-// the legacy era too.
+// the legacy era too, or with --legacy (or MODERN_SERVER_LEGACY=1) the legacy era only.
 //
 // serveStdio owns the era: the connection's opening (server/discover or a request with _meta
 // protocolVersion 2026-07-28, or initialize) picks it. With legacy: "reject" an initialize is
@@ -16,6 +16,11 @@
 //             and answers 20 ms later
 //   era       returns the era serving the connection, as the factory was told
 //
+// --legacy wires the server the classic way, McpServer.connect(new StdioServerTransport()):
+// server/discover is answered -32601 (so a probing client falls back to initialize, and a
+// pinned one fails), and elicit's inputRequired goes out as elicitation/create through the
+// SDK's legacy shim, as with --dual to a legacy client.
+//
 // With MODERN_SERVER_TRACE=<file> every message received is noted there as a line
 // "<pid> <method>" ("<pid> response" for answers), so tests see which process got what.
 import fs from "node:fs";
@@ -23,6 +28,7 @@ import { McpServer, fromJsonSchema, inputRequired } from "@modelcontextprotocol/
 import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 
 const dual = process.argv.includes("--dual") || process.env.MODERN_SERVER_DUAL === "1";
+const legacy = process.argv.includes("--legacy") || process.env.MODERN_SERVER_LEGACY === "1";
 const trace = process.env.MODERN_SERVER_TRACE;
 
 const anyObject = () => fromJsonSchema({ type: "object", additionalProperties: true });
@@ -92,8 +98,13 @@ function traced(transport) {
   return transport;
 }
 
-serveStdio(build, {
-  legacy: dual ? "serve" : "reject",
-  transport: trace ? traced(new StdioServerTransport()) : undefined,
-  onerror: (err) => console.error("modern-server:", err.message),
-});
+if (legacy) {
+  const transport = new StdioServerTransport();
+  await build({ era: "legacy" }).connect(trace ? traced(transport) : transport);
+} else {
+  serveStdio(build, {
+    legacy: dual ? "serve" : "reject",
+    transport: trace ? traced(new StdioServerTransport()) : undefined,
+    onerror: (err) => console.error("modern-server:", err.message),
+  });
+}
