@@ -141,6 +141,13 @@ func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog
 						c.hidden[e.exposed] = why
 						continue
 					}
+					if era == mcpschema.Modern && s.era == legacy {
+						var why string
+						if e.def, why = legacyExecution(e.def); why != "" {
+							c.hidden[e.exposed] = why
+							continue
+						}
+					}
 				}
 				if w, withheld := bad[k][i]; withheld {
 					c.withhold(w)
@@ -237,6 +244,21 @@ func expose(s *server, def json.RawMessage, sep string) (entry, error) {
 	e.quoted, _ = json.Marshal(e.original) // a string always encodes
 	e.def, _, _ = renameTool(def, e.exposed)
 	return e, nil
+}
+
+// legacyExecution is a legacy server's tool definition for a modern client: without
+// "execution" (the legacy tasks' taskSupport: 2026-07-28 has tasks as an extension, and no
+// such member); why is set when the tool can only run as a legacy task, which a modern client
+// cannot ask for: it is not listed.
+func legacyExecution(def json.RawMessage) (json.RawMessage, string) {
+	es, ee, ok := rawjson.Member(def, "execution")
+	if !ok {
+		return def, ""
+	}
+	if support, _ := rawjson.StringMember(def[es:ee], "taskSupport"); support == "required" {
+		return def, `run only as a task of protocol 2025-11-25 (its execution.taskSupport is "required"), which a client of 2026-07-28 cannot ask for`
+	}
+	return without(def, "execution"), ""
 }
 
 // addScheme records that s uses the URI scheme of uri.

@@ -2,6 +2,8 @@ package aggregator
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -286,4 +288,28 @@ func TestModernURLElicitation(t *testing.T) {
 		t.Errorf("the retry: %s", m.Line)
 	}
 	wantError(t, c.modernCall("tools/call", `"name":"a:fail"`), -32603, "the fixture fails as asked")
+}
+
+// A legacy server's tools reach a modern client without the legacy tasks' "execution"; one
+// that runs only as a legacy task is not listed, and a call to it says why.
+func TestModernToolsWithoutLegacyTasks(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "defs.json")
+	os.WriteFile(defs, []byte(`{"tools":[{"name":"must_task","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}]}`), 0o600)
+	c := serve(t, Options{}, fx("a", "-tasks", "-defs", defs))
+	m := c.modernCall("tools/list", "")
+	if strings.Contains(m.Line, `"execution"`) {
+		t.Errorf("a legacy task member reached a modern client: %.300s", m.Line)
+	}
+	if !strings.Contains(m.Line, `"a:odd"`) {
+		t.Errorf("a:odd (taskSupport optional) is not listed: %.300s", m.Line)
+	}
+	if !strings.Contains(m.Line, `"a:task_sleep"`) || strings.Contains(m.Line, `"a:must_task"`) {
+		t.Errorf("a:task_sleep (taskSupport optional) not listed, or a:must_task (required) listed: %.300s", m.Line)
+	}
+	wantError(t, c.modernCall("tools/call", `"name":"a:must_task"`), -32602, "run only as a task of protocol 2025-11-25")
+	c2 := serve(t, Options{}, fx("a", "-tasks", "-defs", defs))
+	c2.initialize(`{}`)
+	if m := c2.call("tools/list", `{}`); !strings.Contains(m.Line, `"a:must_task"`) || !strings.Contains(m.Line, `"execution"`) {
+		t.Errorf("a legacy client's list changed: %.300s", m.Line)
+	}
 }
