@@ -42,8 +42,8 @@ var removedMethods = map[string]string{
 	"logging/setLevel":      "logging/setLevel was removed in 2026-07-28: put the level in the request's _meta \"" + metaLogLevel + "\"",
 	"resources/subscribe":   "resources/subscribe was removed in 2026-07-28: use subscriptions/listen with resourceSubscriptions",
 	"resources/unsubscribe": "resources/unsubscribe was removed in 2026-07-28: cancel the subscriptions/listen request",
-	"tasks/result": "tasks/result is not part of the tasks extension of 2026-07-28 (tasks/get returns the result)",
-	"tasks/list":   "tasks/list is not part of the tasks extension of 2026-07-28",
+	"tasks/result":          "tasks/result is not part of the tasks extension of 2026-07-28 (tasks/get returns the result)",
+	"tasks/list":            "tasks/list is not part of the tasks extension of 2026-07-28",
 }
 
 // tasksExtension is the identifier of the tasks extension (seps/2663-tasks-extension.md): a
