@@ -71,6 +71,8 @@ func (a *Aggregator) readServer(s *server) {
 		case *jsonrpc.Request:
 			if m.IsCall() {
 				a.serverRequest(s, m)
+			} else if s.sub.active.Load() && a.listenNote(s, m) {
+				// a modern server's listen: acknowledged, or no longer open (childera.go)
 			} else if h := serverNotifications[m.Method]; h != nil {
 				h(a, s, m)
 			} else {
@@ -114,6 +116,9 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 	if c.own() {
 		c.done(result, errObj)
 		return
+	}
+	if errObj == nil && a.inputRequired(c, s, result) {
+		return // a legacy client's request to a modern server needs input (childera.go)
 	}
 	a.answerClient(c.fromID, result, errObj)
 	if a.debug {
@@ -171,6 +176,9 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 	if c == nil || c.own() {
 		s.log.Debug("dropped a progress notification for a token it was not given", "params", excerpt(m.Params))
 		return
+	}
+	if c.mrtr != nil && !c.mrtr.advance(m.Params) {
+		return // a later leg of a request starts its progress again (childera.go)
 	}
 	params := m.Params
 	if c.fromToken != nil {

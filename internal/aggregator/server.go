@@ -47,7 +47,8 @@ type server struct {
 	log     *slog.Logger
 
 	// From its answer to initialize (or server/discover), set before the server is used.
-	era          era // the protocol era it is spoken to in (era.go)
+	era          era    // the protocol era it is spoken to in (era.go)
+	envelope     string // a modern server's request _meta members (childera.go)
 	protocol     string
 	name         string                     // serverInfo.name
 	caps         map[string]json.RawMessage // its capabilities, raw
@@ -66,6 +67,9 @@ type server struct {
 	// listed is closed once the first lists are read: a list change announced before waits
 	// for it.
 	listed chan struct{}
+
+	// sub is a modern server's subscriptions/listen (childera.go).
+	sub childListen
 
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
@@ -126,7 +130,7 @@ func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 // client declared them: those whose requests the aggregator routes to the client (sampling,
 // elicitation, roots) and experimental ones. Not tasks: task-augmented requests to the client
 // are not routed.
-var routedCapabilities = []string{"roots", "sampling", "elicitation", "experimental"}
+var routedCapabilities = []string{"roots", "sampling", "elicitation", "experimental", "extensions"}
 
 // serverInit is the initialize the servers get: the protocol version of the session with the
 // client, the client's clientInfo as it sent it, and the capabilities it declared that the
@@ -165,8 +169,35 @@ func (a *Aggregator) defaultInit() json.RawMessage {
 	return a.serverInit(serverProtocols[0], caps, nil)
 }
 
-// handshake initializes s and reads its lists; on failure it names the request that failed.
+// handshake probes the era of s (childera.go), initializes a legacy one, opens the listen of
+// a modern one, and reads its lists; on failure it names the request that failed.
 func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
+	isModern, err := a.probe(ctx, s, params)
+	if err != nil {
+		return "server/discover", err
+	}
+	if !isModern {
+		if stage, err := a.initLegacy(ctx, s, params); err != nil {
+			return stage, err
+		}
+	} else if a.withClient() {
+		// Only with a client (check has none): its list changes and subscriptions.
+		if _, err := a.listen(ctx, s); err != nil {
+			s.log.Warn("the server's list changes are not followed: "+err.Error(), "protocol", s.protocol)
+		}
+	}
+	lists, hints, stage, err := a.readLists(ctx, s, allKinds)
+	if err != nil {
+		return stage, err
+	}
+	a.roster.mu.Lock()
+	s.lists, s.hints, s.verdicts = lists, hints, nil
+	a.roster.mu.Unlock()
+	return "", nil
+}
+
+// initLegacy is the legacy handshake of s: initialize, and notifications/initialized.
+func (a *Aggregator) initLegacy(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
 	result, err := a.call(ctx, s, "initialize", "initializing", params)
 	if err != nil {
 		return "initialize", err
@@ -195,14 +226,6 @@ func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMe
 	}
 	s.log.Debug("initialized", "protocol", s.protocol, "name", s.name)
 	s.conn.Send(nil, notification("notifications/initialized", nil)...)
-
-	lists, stage, err := a.readLists(ctx, s, allKinds)
-	if err != nil {
-		return stage, err
-	}
-	a.roster.mu.Lock()
-	s.lists, s.verdicts = lists, nil
-	a.roster.mu.Unlock()
 	return "", nil
 }
 
@@ -253,28 +276,28 @@ var allKinds = []kind{kindTools, kindPrompts, kindResources, kindTemplates}
 
 // readLists reads the lists ks of s (those it offers), each in full. A list the server does
 // not implement (Method not found) is empty. On failure it names the request that failed.
-func (a *Aggregator) readLists(ctx context.Context, s *server, ks []kind) (lists [numKinds][]json.RawMessage, stage string, err error) {
+func (a *Aggregator) readLists(ctx context.Context, s *server, ks []kind) (lists [numKinds][]json.RawMessage, hints [numKinds]cacheHint, stage string, err error) {
 	for _, k := range ks {
 		if !s.offersList(k) {
 			continue
 		}
-		items, err := a.listAll(ctx, s, kinds[k].method, kinds[k].field)
+		items, err := a.listAll(ctx, s, kinds[k].method, kinds[k].field, &hints[k])
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			continue
 		}
 		if err != nil {
-			return lists, kinds[k].method, err
+			return lists, hints, kinds[k].method, err
 		}
 		lists[k] = items
 	}
-	return lists, "", nil
+	return lists, hints, "", nil
 }
 
 // listAll reads every page of a list of s (tools, prompts, resources, templates or tasks), as
 // raw items, following its cursors. A cursor given twice is an error: the list would never
-// end.
-func (a *Aggregator) listAll(ctx context.Context, s *server, method, field string) ([]json.RawMessage, error) {
+// end. The cache hints of a modern server's pages go to hint (nil: not wanted).
+func (a *Aggregator) listAll(ctx context.Context, s *server, method, field string, hint *cacheHint) ([]json.RawMessage, error) {
 	var items []json.RawMessage
 	seen := map[string]bool{}
 	cursor := ""
@@ -298,6 +321,9 @@ func (a *Aggregator) listAll(ctx context.Context, s *server, method, field strin
 			}
 		}
 		items = append(items, page...)
+		if hint != nil && s.era == modern {
+			listHint(hint, cursor == "", raw)
+		}
 		var next string
 		if v, ok := raw["nextCursor"]; ok {
 			_ = json.Unmarshal(v, &next) // null or not a string: no next page
@@ -360,7 +386,7 @@ func (a *Aggregator) watch(s *server) {
 	}
 }
 
-// pingLoop is the health probe: it pings s every PingInterval; when PingFailures pings in a row
+// pingLoop is the health probe: it pings s (a modern s: server/discover) every PingInterval; when PingFailures pings in a row
 // go unanswered (each is given the interval), s counts as crashed: it is stopped, and
 // restarted (crashed).
 func (a *Aggregator) pingLoop(s *server) {
@@ -375,7 +401,19 @@ func (a *Aggregator) pingLoop(s *server) {
 		case <-ticker.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
-		_, err := a.call(ctx, s, "ping", "answering a ping", nil)
+		method, doing := "ping", "answering a ping"
+		if s.era == modern {
+			// The modern era has no ping. SEP-2575 (seps/2575-stateless-mcp.md): "ping: Removed
+			// in both directions. ... Client-to-server ping is also removed because any normal
+			// RPC call already proves server liveness, and transport-layer mechanisms (HTTP
+			// keep-alives, SSE comments, STDIO process status) handle connection-health checks
+			// more appropriately." The process status is watched (watch); a hung process
+			// answers nothing, so a modern child is asked server/discover, which every modern
+			// server MUST implement, and which changes nothing (docs/protocol-eras.md §7). The
+			// envelope is added on the way (childParams).
+			method, doing = "server/discover", "answering server/discover (the health probe)"
+		}
+		_, err := a.call(ctx, s, method, doing, nil)
 		cancel()
 		if err == nil {
 			failures = 0
