@@ -265,3 +265,109 @@ func TestCheckEra(t *testing.T) {
 		t.Errorf("eras %v, report %+v", eras, rep)
 	}
 }
+
+// The progress of every leg of a request that needed input reaches the client under its own
+// token, and what does not increase (each leg starts again) is dropped.
+func TestInputRequiredProgress(t *testing.T) {
+	c := serve(t, Options{}, gs("m", "-era", "modern"))
+	c.initialize(`{"elicitation":{}}`)
+	done := c.send("tools/call", `{"name":"m:elicit","arguments":{"rounds":2,"steps":1},"_meta":{"progressToken":"tok"}}`)
+	var progress []string
+	for len(progress) < 5 {
+		var m msg
+		select {
+		case m = <-c.notes:
+		case final := <-done:
+			if final.Error != nil {
+				t.Fatalf("tools/call: %s", final.Line)
+			}
+			for {
+				select {
+				case m := <-c.notes:
+					if m.Method == "notifications/progress" {
+						progress = append(progress, string(m.Params))
+					}
+					continue
+				default:
+				}
+				break
+			}
+			want := []string{`{"progressToken":"tok","progress":1}`, `{"progressToken":"tok","progress":2}`, `{"progressToken":"tok","progress":3}`}
+			if strings.Join(progress, " ") != strings.Join(want, " ") {
+				t.Errorf("progress %v; want %v", progress, want)
+			}
+			return
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer within 10s")
+		}
+		switch m.Method {
+		case "notifications/progress":
+			progress = append(progress, string(m.Params))
+		case "elicitation/create":
+			c.answer(m, `{"action":"accept","content":{"name":"Ann"}}`)
+		}
+	}
+	t.Fatalf("too much progress: %v", progress)
+}
+
+// A legacy client's log level (logging/setLevel) goes to a modern child in every request's
+// _meta: it logs at that level and above, and nothing before the client set one.
+func TestModernChildLogLevel(t *testing.T) {
+	c := serve(t, Options{}, gs("m", "-era", "modern"))
+	c.initialize(`{}`)
+	c.call("tools/call", `{"name":"m:log"}`)
+	if m := c.call("logging/setLevel", `{"level":"warning"}`); string(m.Result) != "{}" {
+		t.Fatalf("logging/setLevel: %s", m.Line)
+	}
+	c.call("tools/call", `{"name":"m:log"}`)
+	var got []string
+	for len(got) < 2 {
+		m := c.note("notifications/message")
+		if strings.Contains(m.Line, `"logger":"gosdk"`) {
+			got = append(got, string(m.Params))
+		}
+	}
+	if !strings.Contains(got[0], `"warning message"`) || !strings.Contains(got[1], `"error message"`) {
+		t.Errorf("log messages %v; want warning and error only", got)
+	}
+}
+
+// A request that carries the modern envelope already (a modern client's) reaches a modern
+// child byte for byte: the child sees that clientInfo, not the initialize's.
+func TestEnvelopePassesThrough(t *testing.T) {
+	c := serve(t, Options{}, gs("m", "-era", "modern"))
+	c.initialize(`{"sampling":{}}`)
+	got := structured(t, c.call("tools/call", `{"name":"m:whoami","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"other","version":"2"}}}`))
+	if info, _ := got["clientInfo"].(map[string]any); info["name"] != "other" {
+		t.Errorf("the child saw %v", got)
+	}
+	if caps, _ := got["capabilities"].(map[string]any); caps["sampling"] != nil {
+		t.Errorf("the child saw the capabilities %v; want the request's own", caps)
+	}
+}
+
+// The cache hints of a modern child's lists are kept: the smallest ttlMs of the pages, and
+// private when any page is.
+func TestListHint(t *testing.T) {
+	var h cacheHint
+	pages := []string{`{"ttlMs":500,"cacheScope":"public"}`, `{"ttlMs":200,"cacheScope":"public"}`, `{"ttlMs":900,"cacheScope":"private"}`}
+	for i, p := range pages {
+		var raw map[string]json.RawMessage
+		json.Unmarshal([]byte(p), &raw)
+		listHint(&h, i == 0, raw)
+		if i == 1 && h != (cacheHint{ttlMs: 200, public: true}) {
+			t.Errorf("after two public pages: %+v", h)
+		}
+	}
+	if h != (cacheHint{ttlMs: 200}) {
+		t.Errorf("hint %+v; want ttlMs 200, private", h)
+	}
+	c := serve(t, Options{}, gs("m", "-era", "modern"), fx("old"))
+	c.initialize(`{}`)
+	c.agg.roster.mu.Lock()
+	m, old := c.agg.roster.slots["m"].proc.hints[kindTools], c.agg.roster.slots["old"].proc.hints[kindTools]
+	c.agg.roster.mu.Unlock()
+	if !m.public || old != (cacheHint{}) {
+		t.Errorf("hints: modern child %+v (the go-sdk says public), legacy child %+v (want none)", m, old)
+	}
+}
