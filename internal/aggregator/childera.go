@@ -50,12 +50,17 @@ var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "res
 // An error means s cannot be talked to at all (it exited, or closed its output, during the
 // probe): a start failure like any other.
 //
-// The rule (basic/transports/stdio.mdx): "The server returns a DiscoverResult: the server is
-// modern. Select a mutually supported version from supportedVersions and continue. The server
-// returns a recognized modern JSON-RPC error such as UnsupportedProtocolVersionError: ... Use
-// one of the versions in its advertised supported list. ... The server returns any other
-// error, or does not respond within a reasonable timeout: the server is legacy. Fall back to
-// the initialize handshake. The fallback MUST NOT be keyed to one specific error code."
+// The rule (basic/transports/stdio.mdx, "Backward Compatibility"): "The server returns a
+// DiscoverResult: the server is modern. Select a mutually supported version from
+// supportedVersions and continue. - The server returns a recognized modern JSON-RPC error such
+// as UnsupportedProtocolVersionError: the server is modern but does not support the requested
+// version. Use one of the versions in its advertised supported list. Do not fall back to
+// initialize. - The server returns any other error, or does not respond within a reasonable
+// timeout: the server is legacy. Fall back to the initialize handshake. The fallback MUST NOT
+// be keyed to one specific error code". An UnsupportedProtocolVersionError whose supported
+// list has a legacy version (the go-sdk restricted to legacy versions answers so, as do
+// aggregators before 2026-07-28) means initialize, as both SDK clients read it; one that lists
+// only modern versions the aggregator does not speak is a start failure that names them.
 func (a *Aggregator) probe(ctx context.Context, s *server, params json.RawMessage) (bool, error) {
 	var init struct {
 		Capabilities json.RawMessage `json:"capabilities"`
@@ -95,6 +100,9 @@ func (a *Aggregator) probe(ctx context.Context, s *server, params json.RawMessag
 			if rpcErr.Code == codeUnsupportedProtocolVersion && next != "" && try == 0 {
 				version = next
 				continue // once, with a version it names
+			}
+			if rpcErr.Code == codeUnsupportedProtocolVersion && len(supported) > 0 && !slices.ContainsFunc(supported, func(v string) bool { return slices.Contains(serverProtocols, v) }) {
+				return false, fmt.Errorf("it speaks only the protocol versions %s, and mcp-simple-aggregator speaks %s", strings.Join(supported, ", "), strings.Join(append(slices.Clone(modernVersions), serverProtocols...), ", "))
 			}
 			s.log.Debug(fmt.Sprintf("era: legacy (it answered server/discover with the error %d %q)", rpcErr.Code, rpcErr.Message), "probe", "server/discover")
 			return false, nil

@@ -89,12 +89,12 @@ func TestChildEras(t *testing.T) {
 
 // A legacy child is still initialized, whatever it answers to the probe; one silent on it is
 // given Options.ProbeTimeout, not the start-up timeout. One that exits on the probe failed to
-// start, and says so.
+// start, and says so; so does one that speaks only modern versions the aggregator does not.
 func TestProbeFallback(t *testing.T) {
 	start := time.Now()
 	c := serve(t, Options{ProbeTimeout: 300 * time.Millisecond, StartupTimeout: 20 * time.Second},
 		fx("silent", "-discover", "silent", "-report-init"), fx("invalid", "-discover", "invalid-params", "-report-init"),
-		fx("plain", "-report-init"), fx("exits", "-discover", "exit"))
+		fx("plain", "-report-init"), fx("exits", "-discover", "exit"), fx("future", "-discover", "future"))
 	c.initialize(`{}`)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the start took %v", took)
@@ -111,6 +111,7 @@ func TestProbeFallback(t *testing.T) {
 		`era: legacy (it answered server/discover with the error -32602 "Invalid params: unknown request before initialize") server=invalid`,
 		`era: legacy (it answered server/discover with the error -32601 "Method not found") server=plain`,
 		`exited with status 5 during server/discover`,
+		`server "future" could not start and stays down (the other servers are served): command "` + fixtureBin + `" server/discover failed: it speaks only the protocol versions 2099-01-01, and mcp-simple-aggregator speaks 2026-07-28, 2025-11-25`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log has no %q", want)
