@@ -134,6 +134,11 @@ type Aggregator struct {
 	// inputs are the legacy client's requests waiting for its input to a modern server, by
 	// the client's ID (childera.go).
 	inputs sync.Map
+	// probeExits are the entries whose process exited on the server/discover probe, by
+	// probeKey (childera.go): true when the process started again was initialized (later ones
+	// are spoken to in the legacy era without a probe), false when it failed too (later ones
+	// are not started twice).
+	probeExits sync.Map
 
 	// session is what the client said in initialize, published once it is answered;
 	// initializing is the same while the SDK answers it (read by its middleware only).

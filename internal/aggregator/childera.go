@@ -67,6 +67,10 @@ func (a *Aggregator) probe(ctx context.Context, s *server, params json.RawMessag
 		ClientInfo   json.RawMessage `json:"clientInfo"`
 	}
 	_ = json.Unmarshal(params, &init) // serverInit made it
+	if legacyByExit, _ := a.probeExits.Load(probeKey(s)); legacyByExit == true {
+		s.log.Debug("era: legacy (an earlier process of the same entry exited on the server/discover probe)")
+		return false, nil
+	}
 	bound := min(a.opts.ProbeTimeout, a.opts.StartupTimeout)
 	version := modernVersions[0]
 	for try := 0; ; try++ {
@@ -113,6 +117,75 @@ func (a *Aggregator) probe(ctx context.Context, s *server, params json.RawMessag
 			return false, err // it went away, or the start-up timeout passed
 		}
 	}
+}
+
+// settleEra decides the era of s (probe) and performs the legacy handshake (initLegacy) when
+// it is legacy; a process that exited on the probe is started again for it (respawn). On
+// failure it names the request that failed.
+func (a *Aggregator) settleEra(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
+	isModern, err := a.probe(ctx, s, params)
+	respawned := false
+	if err != nil && a.exitedOnProbe(s, err) {
+		if err = a.respawn(s); err == nil {
+			respawned = true
+		}
+	}
+	if err != nil {
+		return "server/discover", err
+	}
+	if isModern {
+		return "", nil
+	}
+	stage, err = a.initLegacy(ctx, s, params)
+	if respawned {
+		// Initialized: its later processes are not probed. Not: it exits at start whatever
+		// it is sent, and its later processes are not started twice.
+		a.probeExits.Store(probeKey(s), err == nil)
+	}
+	return stage, err
+}
+
+// probeKey is the identity of the entry of s for Aggregator.probeExits: its key, command and
+// arguments.
+func probeKey(s *server) string {
+	return strings.Join(append([]string{s.key, s.command}, s.cfg.Args...), "\x00")
+}
+
+// exitedOnProbe reports whether err, from the probe of s, is s exiting on it. Some legacy
+// servers do ("rmcp servers exit on it", go-sdk issue #1177, docs/protocol-eras.md §3); the
+// rule asks for a fallback to initialize, which such a process cannot take any more.
+func (a *Aggregator) exitedOnProbe(s *server, err error) bool {
+	if legacyByExit, known := a.probeExits.Load(probeKey(s)); !errors.Is(err, errClosed) || known && legacyByExit == false {
+		return false
+	}
+	select {
+	case <-s.proc.Exited():
+		return true
+	case <-time.After(500 * time.Millisecond): // as describe waits for an exit
+		return false // it closed its output and runs on: not a probe it could not take
+	}
+}
+
+// respawn starts the process of s again after it exited on the probe, to be spoken to in the
+// legacy era (settleEra remembers how that went, in Aggregator.probeExits).
+func (a *Aggregator) respawn(s *server) error {
+	why := s.proc.ExitDescription()
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	select {
+	case <-s.retired:
+		return errClosed // it was retired meanwhile (a reload, the end): nothing to start
+	default:
+	}
+	<-s.readDone
+	s.conn.Close()
+	s.proc.Stop(0)
+	s.readDone = make(chan struct{})
+	if err := a.startProcess(s); err != nil {
+		return err
+	}
+	s.log.Debug("era: legacy (its process " + why + " on the server/discover probe; started again for initialize)")
+	return nil
 }
 
 // codeUnsupportedProtocolVersion is UnsupportedProtocolVersionError (basic/versioning).

@@ -88,16 +88,20 @@ func TestChildEras(t *testing.T) {
 }
 
 // A legacy child is still initialized, whatever it answers to the probe; one silent on it is
-// given Options.ProbeTimeout, not the start-up timeout. One that exits on the probe failed to
-// start, and says so; so does one that speaks only modern versions the aggregator does not.
+// given Options.ProbeTimeout, not the start-up timeout. One that exits on the probe is started
+// again and initialized, and so are its later processes, without a probe. One that speaks only
+// modern versions the aggregator does not fails to start, naming them.
 func TestProbeFallback(t *testing.T) {
 	start := time.Now()
-	c := serve(t, Options{ProbeTimeout: 300 * time.Millisecond, StartupTimeout: 20 * time.Second},
+	c := serve(t, Options{ProbeTimeout: 300 * time.Millisecond, StartupTimeout: 20 * time.Second, MaxRestarts: 3, RestartDelay: 10 * time.Millisecond},
 		fx("silent", "-discover", "silent", "-report-init"), fx("invalid", "-discover", "invalid-params", "-report-init"),
 		fx("plain", "-report-init"), fx("exits", "-discover", "exit"), fx("future", "-discover", "future"))
 	c.initialize(`{}`)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the start took %v", took)
+	}
+	c.call("tools/call", `{"name":"exits:crash"}`)
+	for !strings.Contains(c.note("notifications/message").Line, `server \"exits\" was restarted`) {
 	}
 	for _, key := range []string{"silent", "invalid", "plain"} {
 		got := c.call("tools/call", `{"name":"`+key+`:init_params"}`)
@@ -110,7 +114,8 @@ func TestProbeFallback(t *testing.T) {
 		`era: legacy (no answer to server/discover within 300ms) server=silent`,
 		`era: legacy (it answered server/discover with the error -32602 "Invalid params: unknown request before initialize") server=invalid`,
 		`era: legacy (it answered server/discover with the error -32601 "Method not found") server=plain`,
-		`exited with status 5 during server/discover`,
+		`era: legacy (its process exited with status 5 on the server/discover probe; started again for initialize) server=exits`,
+		`era: legacy (an earlier process of the same entry exited on the server/discover probe) server=exits`,
 		`server "future" could not start and stays down (the other servers are served): command "` + fixtureBin + `" server/discover failed: it speaks only the protocol versions 2099-01-01, and mcp-simple-aggregator speaks 2026-07-28, 2025-11-25`,
 	} {
 		if !strings.Contains(log, want) {

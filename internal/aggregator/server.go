@@ -81,6 +81,9 @@ type server struct {
 	inFlight int
 	idle     chan struct{}
 
+	// procMu guards proc, conn and readDone while the process is replaced during its
+	// handshake (respawn, childera.go) against a stop.
+	procMu     sync.Mutex
 	retireOnce sync.Once
 	retired    chan struct{} // closed when the roster no longer uses it (retire)
 	stopped    chan struct{} // closed once it is stopped
@@ -109,6 +112,16 @@ func (s *server) offersList(k kind) bool {
 func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, listed: make(chan struct{}),
 		readDone: make(chan struct{}), retired: make(chan struct{}), stopped: make(chan struct{}), log: a.log.With("server", cfg.Key)}
+	if err := a.startProcess(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startProcess starts the process of s and reads what it writes: at spawn, and once more for
+// a process that exited on the server/discover probe (childera.go).
+func (a *Aggregator) startProcess(s *server) error {
+	cfg := s.cfg
 	proc, err := child.Start(child.Spec{
 		Key:     cfg.Key,
 		Command: cfg.Command,
@@ -117,13 +130,13 @@ func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 		Dir:     cfg.Dir,
 	}, a.stderr)
 	if err != nil {
-		return nil, fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
+		return fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
 	}
 	s.proc = proc
 	s.conn = stdio.New(proc.Stdout, proc.Stdin, &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize})
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	go a.readServer(s)
-	return s, nil
+	return nil
 }
 
 // routedCapabilities are the client's capabilities that the servers are told of, as the
@@ -172,15 +185,10 @@ func (a *Aggregator) defaultInit() json.RawMessage {
 // handshake probes the era of s (childera.go), initializes a legacy one, opens the listen of
 // a modern one, and reads its lists; on failure it names the request that failed.
 func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
-	isModern, err := a.probe(ctx, s, params)
-	if err != nil {
-		return "server/discover", err
+	if stage, err := a.settleEra(ctx, s, params); err != nil {
+		return stage, err
 	}
-	if !isModern {
-		if stage, err := a.initLegacy(ctx, s, params); err != nil {
-			return stage, err
-		}
-	} else if a.withClient() {
+	if s.era == modern && a.withClient() {
 		// Only with a client (check has none): its list changes and subscriptions.
 		if _, err := a.listen(ctx, s); err != nil {
 			s.log.Warn("the server's list changes are not followed: "+err.Error(), "protocol", s.protocol)
@@ -431,9 +439,12 @@ func (a *Aggregator) pingLoop(s *server) {
 
 // stop ends the process (see child.Process.Stop), then its connection.
 func (s *server) stop(grace time.Duration) {
-	s.proc.Stop(grace)
-	s.conn.Close()
-	<-s.readDone
+	s.procMu.Lock() // a process started again after the probe is the one stopped (respawn)
+	proc, conn, readDone := s.proc, s.conn, s.readDone
+	s.procMu.Unlock()
+	proc.Stop(grace)
+	conn.Close()
+	<-readDone
 	close(s.stopped) // stop is called once, by retire
 }
 
