@@ -31,15 +31,15 @@ func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, 
 
 func writeReport(w io.Writer, rep *aggregator.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATUS\tSTART-UP\tPROTOCOL\tTOOLS\tPROMPTS\tRESOURCES\tHIDDEN")
+	fmt.Fprintln(tw, "SERVER\tSTATUS\tSTART-UP\tPROTOCOL\tERA\tTOOLS\tPROMPTS\tRESOURCES\tHIDDEN")
 	for _, s := range rep.Servers {
 		switch s.Status {
 		case "ok":
-			fmt.Fprintf(tw, "%s\tok\t%dms\t%s\t%d\t%d\t%d\t%d\n", s.Key, s.StartupMS, s.Protocol, s.Tools, s.Prompts, s.Resources, s.HiddenTools)
+			fmt.Fprintf(tw, "%s\tok\t%dms\t%s\t%s\t%d\t%d\t%d\t%d\n", s.Key, s.StartupMS, s.Protocol, s.Era, s.Tools, s.Prompts, s.Resources, s.HiddenTools)
 		case "failed":
-			fmt.Fprintf(tw, "%s\tfailed\t%dms\t-\t-\t-\t-\t-\n", s.Key, s.StartupMS)
+			fmt.Fprintf(tw, "%s\tfailed\t%dms\t-\t-\t-\t-\t-\t-\n", s.Key, s.StartupMS)
 		default:
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\n", s.Key, s.Status)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\n", s.Key, s.Status)
 		}
 	}
 	tw.Flush()

@@ -32,9 +32,11 @@ func TestReadmeDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		`"name":"calc:add"`, `"name":"calc:divide"`, `"name":"notes:add_note"`, `"name":"notes:list_notes"`,
-		`"id":3,"result":{"content":[{"type":"text","text":"{\"result\":42}"}],"structuredContent":{"result":42}}`,
-		`"id":4,"result":{"content":[{"type":"text","text":"note 1 saved"}]}`,
-		`"id":6,"result":{"content":[{"type":"text","text":"cannot divide 1 by zero"}],"isError":true}`,
+		// The demo servers are go-sdk ones of both eras, spoken to in the modern era: their
+		// results carry resultType and their serverInfo in _meta too.
+		`"content":[{"type":"text","text":"{\"result\":42}"}],"structuredContent":{"result":42}`,
+		`"content":[{"type":"text","text":"note 1 saved"}]`,
+		`"content":[{"type":"text","text":"cannot divide 1 by zero"}],"isError":true`,
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %s\nstdout:\n%s\nstderr:\n%s", want, &stdout, &stderr)
@@ -57,8 +59,8 @@ func TestCheckDemo(t *testing.T) {
 		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^calc +ok +[0-9]+ms +2025-11-25 +3 +0 +0 +0$`),
-		regexp.MustCompile(`(?m)^notes +ok +[0-9]+ms +2025-11-25 +2 +1 +1 +0$`),
+		regexp.MustCompile(`(?m)^calc +ok +[0-9]+ms +2026-07-28 +modern +3 +0 +0 +0$`),
+		regexp.MustCompile(`(?m)^notes +ok +[0-9]+ms +2026-07-28 +modern +2 +1 +1 +0$`),
 		regexp.MustCompile(`(?m)^2 of 2 servers healthy, 5 tools.$`),
 	} {
 		if !want.Match(stdout.Bytes()) {

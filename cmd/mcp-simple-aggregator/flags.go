@@ -61,6 +61,7 @@ type options struct {
 	separator      string
 	startupTimeout time.Duration
 	pingInterval   time.Duration
+	probeTimeout   time.Duration
 	pingFailures   int
 	maxRestarts    int
 	restartDelay   time.Duration
@@ -83,6 +84,8 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 	fs.StringVar(&opts.separator, "separator", ":", "the text between a server's key and its tool names, such as `__`")
 	fs.DurationVar(&opts.startupTimeout, "startup-timeout", 30*time.Second,
 		"how long each server may take to start and list its tools, such as `60s`")
+	fs.DurationVar(&opts.probeTimeout, "probe-timeout", 2*time.Second,
+		"how long each server may take to answer the server/discover probe before it is spoken to in the legacy era (initialize)")
 	fs.DurationVar(&opts.pingInterval, "ping-interval", 30*time.Second,
 		"how often each server is pinged; 0 turns pings off")
 	fs.IntVar(&opts.pingFailures, "ping-failures", 3,
@@ -136,6 +139,8 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		return fail("--separator must not be empty")
 	case opts.startupTimeout <= 0:
 		return fail("--startup-timeout must be positive, such as 30s")
+	case opts.probeTimeout <= 0:
+		return fail("--probe-timeout must be positive, such as 2s")
 	case opts.pingInterval < 0:
 		return fail("--ping-interval must not be negative (0 turns pings off)")
 	case opts.pingFailures < 1:

@@ -95,6 +95,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	aggOpts := aggregator.Options{
 		Separator:      opts.separator,
 		StartupTimeout: opts.startupTimeout,
+		ProbeTimeout:   opts.probeTimeout,
 		PingInterval:   opts.pingInterval,
 		PingFailures:   opts.pingFailures,
 		MaxRestarts:    opts.maxRestarts,

@@ -71,6 +71,9 @@ type Options struct {
 	// PingInterval is how often each child is pinged; 0 turns pings off. A ping not answered
 	// within the interval fails.
 	PingInterval time.Duration
+	// ProbeTimeout bounds a child's answer to the server/discover probe, after which it is
+	// spoken to in the legacy era (initialize); 0 means 2 s. Never longer than StartupTimeout.
+	ProbeTimeout time.Duration
 	// PingFailures is how many failed pings in a row make a child count as crashed.
 	PingFailures int
 	// ShutdownGrace is how long a child is given at each step of stopping it.
@@ -131,6 +134,14 @@ type Aggregator struct {
 	queue    clientQueue // what waits for the client to be ready
 	notify   *debouncer
 	setup    clientSetup // what the client set up on the servers, for their new processes
+	// inputs are the legacy client's requests waiting for its input to a modern server, by
+	// the client's ID (childera.go).
+	inputs sync.Map
+	// probeExits are the entries whose process exited on the server/discover probe, by
+	// probeKey (childera.go): true when the process started again was initialized (later ones
+	// are spoken to in the legacy era without a probe), false when it failed too (later ones
+	// are not started twice).
+	probeExits sync.Map
 
 	// session is what the client said in initialize, published once it is answered;
 	// initializing is the same while the SDK answers it (read by its middleware only).
@@ -338,6 +349,9 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 	}
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = stdio.DefaultMaxMessageSize
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = defaultProbeTimeout
 	}
 	if opts.PingFailures <= 0 {
 		opts.PingFailures = 3

@@ -325,6 +325,30 @@ func (c *catalog) resourceOwner(uri string) (*server, string) {
 	return nil, fmt.Sprintf("no server lists it or a template that matches it, and several servers use URIs of its scheme (%s)", keyList(users))
 }
 
+// inputTarget is the server a request that may be answered with input_required (inputMethods)
+// goes to: the owner of its tool, prompt or resource; nil when none.
+func (c *catalog) inputTarget(method string, params json.RawMessage) *server {
+	switch method {
+	case "tools/call", "prompts/get":
+		name, _ := rawjson.StringMember(params, "name")
+		byName := c.tools
+		if method == "prompts/get" {
+			byName = c.prompts
+		}
+		if e, ok := byName[name]; ok {
+			return e.server
+		}
+		if e, ok := c.bare[name]; ok && method == "tools/call" {
+			return e.server
+		}
+	case "resources/read":
+		uri, _ := rawjson.StringMember(params, "uri")
+		s, _ := c.resourceOwner(uri)
+		return s
+	}
+	return nil
+}
+
 func keyList(servers []*server) string {
 	q := make([]string, len(servers))
 	for i, s := range servers {

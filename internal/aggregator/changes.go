@@ -19,7 +19,7 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StartupTimeout)
 	defer cancel()
-	lists, stage, err := a.readLists(ctx, s, ks)
+	lists, hints, stage, err := a.readLists(ctx, s, ks)
 	if err != nil {
 		s.log.Warn("re-reading a list after a change failed; keeping the previous list", "request", stage, "error", err)
 		return
@@ -32,15 +32,16 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	default:
 	}
 	old := s.lists
+	oldHints := s.hints
 	for _, k := range ks {
-		s.lists[k] = lists[k]
+		s.lists[k], s.hints[k] = lists[k], hints[k]
 	}
 	s.verdicts = nil
 	if a.catalog.Load() == nil {
 		return // the start-up builds the first catalog with these lists
 	}
 	if err := a.publish(); err != nil {
-		s.lists, s.verdicts = old, nil
+		s.lists, s.hints, s.verdicts = old, oldHints, nil
 		s.log.Error("the new list cannot be served; keeping the previous list", "error", err)
 	}
 }

@@ -45,6 +45,9 @@ type ServerReport struct {
 	Reason    string `json:"reason,omitempty"`
 	StartupMS int64  `json:"startupMs"`
 	Protocol  string `json:"protocol,omitempty"`
+	// Era is the protocol era it is spoken to in: "modern" (it answered the server/discover
+	// probe) or "legacy" (initialize).
+	Era string `json:"era,omitempty"`
 	// Tools, Prompts and Resources count what is served: after the filters, without the
 	// withheld definitions.
 	Tools     int `json:"tools"`
@@ -143,7 +146,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			}
 			r.Tools = len(names) - r.HiddenTools - len(withheld[kindTools])
 			r.Prompts = len(s.lists[kindPrompts]) - len(withheld[kindPrompts])
-			r.Resources, r.Protocol = len(s.lists[kindResources])-len(withheld[kindResources]), s.protocol
+			r.Resources, r.Protocol, r.Era = len(s.lists[kindResources])-len(withheld[kindResources]), s.protocol, s.era.String()
 			r.InstructionsChars = length(strings.TrimSpace(s.instructions))
 			r.LoginShellPath = s.proc.LoginShellPath()
 		} else {

@@ -221,7 +221,7 @@ func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
 	}
 	c := a.inflight.cancelled(nil, id)
 	if c == nil {
-		return false
+		return a.cancelInput(id) // waiting for the client's input (childera.go)
 	}
 	c.to.conn.Send(nil, cancelled(c.toID, reason)...)
 	return true

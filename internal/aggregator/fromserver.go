@@ -71,6 +71,8 @@ func (a *Aggregator) readServer(s *server) {
 		case *jsonrpc.Request:
 			if m.IsCall() {
 				a.serverRequest(s, m)
+			} else if s.sub.active.Load() && a.listenNote(s, m) {
+				// a modern server's listen: acknowledged, or no longer open (childera.go)
 			} else if h := serverNotifications[m.Method]; h != nil {
 				h(a, s, m)
 			} else {
@@ -114,6 +116,9 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 	if c.own() {
 		c.done(result, errObj)
 		return
+	}
+	if errObj == nil && a.carryInput(c, s, result) {
+		return // a legacy client's request to a modern server needs input (childera.go)
 	}
 	if errObj == nil && a.modernClient() {
 		switch c.method {
@@ -188,6 +193,9 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 	}
 	if a.modernClient() && a.inflight.suspendedCall(c) {
 		return // the client's request was answered: its token is no longer active
+	}
+	if c.mrtr != nil && !c.mrtr.advance(m.Params) {
+		return // a later leg of a request starts its progress again (childera.go)
 	}
 	params := m.Params
 	if c.fromToken != nil {

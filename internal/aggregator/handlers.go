@@ -139,6 +139,10 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 	}
 	if req.Method != "resources/read" {
 		a.setup.subscribed(req.Method, uri, s.key) // subscribed again on its new processes
+		if s.era == modern {
+			go a.subscribeModern(req, s, uri) // on its listen (childera.go)
+			return
+		}
 	}
 	a.forward(req, &call{to: s, doing: req.Method + " of %q", subject: uri, label: "uri", value: uri}, token, req.Params)
 }
@@ -263,6 +267,7 @@ func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params
 // (hold).
 func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addResult {
 	s := c.to
+	params = a.childParams(c, params) // the modern envelope (childera.go); legacy: unchanged
 	newToken, res := a.inflight.add(c, token)
 	if res != addOK {
 		if c.own() {
@@ -398,7 +403,7 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 	a.setup.leveled(req.Params) // set again on the servers' new processes
 	var targets []*server
 	for _, s := range a.servingServers() {
-		if s.offers("logging") {
+		if s.offers("logging") && s.era == legacy { // a modern one takes the level per request
 			targets = append(targets, s)
 		}
 	}
@@ -445,7 +450,7 @@ func (a *Aggregator) listTasks(req *jsonrpc.Request) {
 		var wg sync.WaitGroup
 		for i, s := range targets {
 			wg.Go(func() {
-				tasks, err := a.listAll(context.Background(), s, "tasks/list", "tasks")
+				tasks, err := a.listAll(context.Background(), s, "tasks/list", "tasks", nil)
 				if err != nil {
 					s.log.Warn("tasks/list failed; its tasks are left out of the list", "error", err)
 					return

@@ -162,6 +162,14 @@ func (a *Aggregator) subscribeAt(uri, method string) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StartupTimeout)
 	defer cancel()
+	if s.era == modern {
+		a.setup.subscribed(method, uri, s.key)
+		if errObj := a.subscribeOnListen(ctx, s, uri, method); errObj != nil {
+			s.log.Warn("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", string(errObj))
+			return false
+		}
+		return true
+	}
 	params, _ := json.Marshal(map[string]string{"uri": uri})
 	if _, err := a.call(ctx, s, method, method+" for a subscriptions/listen of the client", params); err != nil {
 		s.log.Warn("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", err)

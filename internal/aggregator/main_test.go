@@ -25,7 +25,7 @@ import (
 // in-memory pipes, and the servers are the fixture server (internal/fixture/server), built
 // once for the package.
 
-var fixtureBin string
+var fixtureBin, gosdkBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "aggregator-test")
@@ -37,11 +37,17 @@ func TestMain(m *testing.M) {
 	if runtime.GOOS == "windows" {
 		fixtureBin += ".exe"
 	}
-	build := exec.Command("go", "build", "-o", fixtureBin, "../fixture/server")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the fixture server:", err)
-		os.Exit(1)
+	gosdkBin = filepath.Join(dir, "fixture-gosdk")
+	if runtime.GOOS == "windows" {
+		gosdkBin += ".exe"
+	}
+	for bin, pkg := range map[string]string{fixtureBin: "../fixture/server", gosdkBin: "../fixture/gosdk"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building the fixture server:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

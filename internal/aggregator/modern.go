@@ -148,7 +148,7 @@ func (a *Aggregator) modernRequest(m *jsonrpc.Request) {
 		return
 	}
 	switch {
-	case isRetry(m):
+	case a.ownRetry(m):
 		a.resume(m) // mrtr.go
 	case m.Method == "server/discover":
 		a.answerClient(m.ID, a.discover, nil)

@@ -52,7 +52,9 @@ const statePrefix = "mcpagg1."
 // SDK's requestState codec also defaults to 600 s).
 const defaultInputTTL = 10 * time.Minute
 
-// inputMethods are the client's requests that may be answered with an InputRequiredResult.
+// inputMethods are the client's requests that may be answered with an InputRequiredResult:
+// "Servers MUST NOT send InputRequiredResult responses on any other client requests"
+// (basic/patterns/mrtr).
 var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // suspension is a client's request at a legacy server that waits for the client's input.
@@ -228,14 +230,21 @@ func paramsDigest(method string, params json.RawMessage) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// isRetry reports whether a modern client's request is the retry of one the aggregator asked
-// input for (its requestState is the aggregator's).
-func isRetry(m *jsonrpc.Request) bool {
+// ownRetry reports whether a modern client's request is the retry of one the aggregator asked
+// input for: its requestState is the aggregator's, and it goes to a legacy server. A modern
+// server's input_required reaches the client as the server wrote it, and so does the retry
+// (its requestState is the server's to verify, even one that another mcp-simple-aggregator
+// minted).
+func (a *Aggregator) ownRetry(m *jsonrpc.Request) bool {
 	if !inputMethods[m.Method] {
 		return false
 	}
 	state, ok := rawjson.StringMember(m.Params, "requestState")
-	return ok && strings.HasPrefix(state, statePrefix)
+	if !ok || !strings.HasPrefix(state, statePrefix) {
+		return false
+	}
+	s := a.catalog.Load().inputTarget(m.Method, m.Params)
+	return s == nil || s.era == legacy
 }
 
 // resume takes a modern client's retry: it verifies the requestState, gives the server's

@@ -273,6 +273,9 @@ func (cs *clientSetup) leveled(params json.RawMessage) {
 // the log level, and every resource subscription. A failure is logged, and s serves all the
 // same (as the first process would have answered the client with the error).
 func (a *Aggregator) replay(ctx context.Context, s *server) {
+	if s.era == modern {
+		return // its listen has the subscriptions, and every request the level (childera.go)
+	}
 	a.setup.mu.Lock()
 	level := a.setup.level
 	var uris []string

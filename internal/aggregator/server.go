@@ -47,7 +47,8 @@ type server struct {
 	log     *slog.Logger
 
 	// From its answer to initialize (or server/discover), set before the server is used.
-	era          era // the protocol era it is spoken to in (era.go)
+	era          era    // the protocol era it is spoken to in (era.go)
+	envelope     string // a modern server's request _meta members (childera.go)
 	protocol     string
 	name         string                     // serverInfo.name
 	caps         map[string]json.RawMessage // its capabilities, raw
@@ -70,6 +71,8 @@ type server struct {
 	// logLevel is the rank of the log level a modern client's requests had it set to
 	// (lowerLevel); 0 when never set.
 	logLevel atomic.Int32
+	// sub is a modern server's subscriptions/listen (childera.go).
+	sub childListen
 
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
@@ -81,6 +84,9 @@ type server struct {
 	inFlight int
 	idle     chan struct{}
 
+	// procMu guards proc, conn and readDone while the process is replaced during its
+	// handshake (respawn, childera.go) against a stop.
+	procMu     sync.Mutex
 	retireOnce sync.Once
 	retired    chan struct{} // closed when the roster no longer uses it (retire)
 	stopped    chan struct{} // closed once it is stopped
@@ -109,6 +115,16 @@ func (s *server) offersList(k kind) bool {
 func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, listed: make(chan struct{}),
 		readDone: make(chan struct{}), retired: make(chan struct{}), stopped: make(chan struct{}), log: a.log.With("server", cfg.Key)}
+	if err := a.startProcess(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startProcess starts the process of s and reads what it writes: at spawn, and once more for
+// a process that exited on the server/discover probe (childera.go).
+func (a *Aggregator) startProcess(s *server) error {
+	cfg := s.cfg
 	proc, err := child.Start(child.Spec{
 		Key:     cfg.Key,
 		Command: cfg.Command,
@@ -117,13 +133,13 @@ func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 		Dir:     cfg.Dir,
 	}, a.stderr)
 	if err != nil {
-		return nil, fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
+		return fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
 	}
 	s.proc = proc
 	s.conn = stdio.New(proc.Stdout, proc.Stdin, &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize})
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	go a.readServer(s)
-	return s, nil
+	return nil
 }
 
 // routedCapabilities are the client's capabilities that the servers are told of, as the
@@ -170,8 +186,30 @@ func (a *Aggregator) defaultInit() json.RawMessage {
 	return a.serverInit(serverProtocols[0], caps, nil)
 }
 
-// handshake initializes s and reads its lists; on failure it names the request that failed.
+// handshake probes the era of s (childera.go), initializes a legacy one, opens the listen of
+// a modern one, and reads its lists; on failure it names the request that failed.
 func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
+	if stage, err := a.settleEra(ctx, s, params); err != nil {
+		return stage, err
+	}
+	if s.era == modern && a.withClient() {
+		// Only with a client (check has none): its list changes and subscriptions.
+		if _, err := a.listenAt(ctx, s); err != nil {
+			s.log.Warn("the server's list changes are not followed: "+err.Error(), "protocol", s.protocol)
+		}
+	}
+	lists, hints, stage, err := a.readLists(ctx, s, allKinds)
+	if err != nil {
+		return stage, err
+	}
+	a.roster.mu.Lock()
+	s.lists, s.hints, s.verdicts = lists, hints, nil
+	a.roster.mu.Unlock()
+	return "", nil
+}
+
+// initLegacy is the legacy handshake of s: initialize, and notifications/initialized.
+func (a *Aggregator) initLegacy(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
 	result, err := a.call(ctx, s, "initialize", "initializing", params)
 	if err != nil {
 		return "initialize", err
@@ -200,14 +238,6 @@ func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMe
 	}
 	s.log.Debug("initialized", "protocol", s.protocol, "name", s.name)
 	s.conn.Send(nil, notification("notifications/initialized", nil)...)
-
-	lists, stage, err := a.readLists(ctx, s, allKinds)
-	if err != nil {
-		return stage, err
-	}
-	a.roster.mu.Lock()
-	s.lists, s.verdicts = lists, nil
-	a.roster.mu.Unlock()
 	return "", nil
 }
 
@@ -258,28 +288,28 @@ var allKinds = []kind{kindTools, kindPrompts, kindResources, kindTemplates}
 
 // readLists reads the lists ks of s (those it offers), each in full. A list the server does
 // not implement (Method not found) is empty. On failure it names the request that failed.
-func (a *Aggregator) readLists(ctx context.Context, s *server, ks []kind) (lists [numKinds][]json.RawMessage, stage string, err error) {
+func (a *Aggregator) readLists(ctx context.Context, s *server, ks []kind) (lists [numKinds][]json.RawMessage, hints [numKinds]cacheHint, stage string, err error) {
 	for _, k := range ks {
 		if !s.offersList(k) {
 			continue
 		}
-		items, err := a.listAll(ctx, s, kinds[k].method, kinds[k].field)
+		items, err := a.listAll(ctx, s, kinds[k].method, kinds[k].field, &hints[k])
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			continue
 		}
 		if err != nil {
-			return lists, kinds[k].method, err
+			return lists, hints, kinds[k].method, err
 		}
 		lists[k] = items
 	}
-	return lists, "", nil
+	return lists, hints, "", nil
 }
 
 // listAll reads every page of a list of s (tools, prompts, resources, templates or tasks), as
 // raw items, following its cursors. A cursor given twice is an error: the list would never
-// end.
-func (a *Aggregator) listAll(ctx context.Context, s *server, method, field string) ([]json.RawMessage, error) {
+// end. The cache hints of a modern server's pages go to hint (nil: not wanted).
+func (a *Aggregator) listAll(ctx context.Context, s *server, method, field string, hint *cacheHint) ([]json.RawMessage, error) {
 	var items []json.RawMessage
 	seen := map[string]bool{}
 	cursor := ""
@@ -303,6 +333,9 @@ func (a *Aggregator) listAll(ctx context.Context, s *server, method, field strin
 			}
 		}
 		items = append(items, page...)
+		if hint != nil && s.era == modern {
+			pageHint(hint, cursor == "", raw)
+		}
 		var next string
 		if v, ok := raw["nextCursor"]; ok {
 			_ = json.Unmarshal(v, &next) // null or not a string: no next page
@@ -365,7 +398,7 @@ func (a *Aggregator) watch(s *server) {
 	}
 }
 
-// pingLoop is the health probe: it pings s every PingInterval; when PingFailures pings in a row
+// pingLoop is the health probe: it pings s (a modern s: server/discover) every PingInterval; when PingFailures pings in a row
 // go unanswered (each is given the interval), s counts as crashed: it is stopped, and
 // restarted (crashed).
 func (a *Aggregator) pingLoop(s *server) {
@@ -380,7 +413,19 @@ func (a *Aggregator) pingLoop(s *server) {
 		case <-ticker.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
-		_, err := a.call(ctx, s, "ping", "answering a ping", nil)
+		method, doing := "ping", "answering a ping"
+		if s.era == modern {
+			// The modern era has no ping. SEP-2575 (seps/2575-stateless-mcp.md): "ping: Removed
+			// in both directions. ... Client-to-server ping is also removed because any normal
+			// RPC call already proves server liveness, and transport-layer mechanisms (HTTP
+			// keep-alives, SSE comments, STDIO process status) handle connection-health checks
+			// more appropriately." The process status is watched (watch); a hung process
+			// answers nothing, so a modern child is asked server/discover, which every modern
+			// server MUST implement, and which changes nothing (docs/protocol-eras.md §7). The
+			// envelope is added on the way (childParams).
+			method, doing = "server/discover", "answering server/discover (the health probe)"
+		}
+		_, err := a.call(ctx, s, method, doing, nil)
 		cancel()
 		if err == nil {
 			failures = 0
@@ -398,9 +443,12 @@ func (a *Aggregator) pingLoop(s *server) {
 
 // stop ends the process (see child.Process.Stop), then its connection.
 func (s *server) stop(grace time.Duration) {
-	s.proc.Stop(grace)
-	s.conn.Close()
-	<-s.readDone
+	s.procMu.Lock() // a process started again after the probe is the one stopped (respawn)
+	proc, conn, readDone := s.proc, s.conn, s.readDone
+	s.procMu.Unlock()
+	proc.Stop(grace)
+	conn.Close()
+	<-readDone
 	close(s.stopped) // stop is called once, by retire
 }
 

@@ -59,6 +59,12 @@ type call struct {
 	// req is the client's request a call relays to a server: should its process turn out dead
 	// when it is written, the request goes where hold sends it (handlers.go).
 	req *jsonrpc.Request
+	// standing marks a request that stays open (a modern child's subscriptions/listen): it is
+	// not counted in its server's inFlight, so that a drain does not wait for it.
+	standing bool
+	// mrtr is set on the legs of a legacy client's request to a modern child that may answer
+	// input_required (childera.go); nil otherwise.
+	mrtr *inputChain
 
 	seq uint64 // the order it was added in
 	// suspended is set while the client's request, answered with an InputRequiredResult,
@@ -155,7 +161,7 @@ func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	c.toID = idPrefix + strconv.FormatUint(t.seq, 10)
 	t.byTo[c.toID] = c
 	for _, s := range [2]*server{c.to, c.from} {
-		if s != nil {
+		if s != nil && !c.standing {
 			s.inFlight++
 		}
 	}
@@ -186,7 +192,7 @@ func (t *table) removeLocked(c *call) {
 		delete(t.byToken, tokenKey{c.to, c.token})
 	}
 	for _, s := range [2]*server{c.to, c.from} {
-		if s == nil {
+		if s == nil || c.standing {
 			continue
 		}
 		if s.inFlight--; s.inFlight == 0 && s.idle != nil {

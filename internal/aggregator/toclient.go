@@ -40,6 +40,10 @@ func (a *Aggregator) clientAnswer(resp *jsonrpc.Response) {
 		a.log.Debug("dropped an answer of the client to no request in flight", "id", resp.ID.Raw())
 		return
 	}
+	if c.own() { // an input request of a modern server's (childera.go)
+		c.done(resp.Result, encodeError(resp.Error))
+		return
+	}
 	c.from.conn.Send(nil, response(encodeID(c.fromID), resp.Result, encodeError(resp.Error))...)
 }
 
