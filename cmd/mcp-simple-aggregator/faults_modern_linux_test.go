@@ -28,6 +28,18 @@ func TestFaultProbeOnly(t *testing.T) {
 	endSessionWithin(t, agg, tag, 2*time.Second, "a probed process must not keep its client waiting")
 }
 
+// A session that ends with a subscriptions/listen stream open ends at once: the stream ends with
+// the transport, and is not an answer the end of input waits for.
+func TestFaultListenOpenAtEnd(t *testing.T) {
+	tag := newTag(t)
+	agg := startAggregator(t, `{"mcpServers": {"s": `+tagged(tag, "-full")+`}}`)
+	agg.send("subscriptions/listen", `{`+envelope+`,"notifications":{"toolsListChanged":true}}`)
+	if !agg.note("notifications/subscriptions/acknowledged", 10*time.Second) {
+		t.Fatal("the listen was not acknowledged")
+	}
+	endSessionWithin(t, agg, tag, 2*time.Second, "an open listen must not hold the end back (the drain waits 5s for answers)")
+}
+
 // Bad modern input is answered with an error and the session goes on: a malformed envelope,
 // a forged requestState, a retry without one, a retry whose server went down meanwhile.
 func TestFaultModernInput(t *testing.T) {

@@ -68,6 +68,9 @@ func (a *Aggregator) listen(m *jsonrpc.Request) {
 		a.answerClient(m.ID, nil, invalidParams("subscriptions/listen needs params with the object \"notifications\" (a SubscriptionFilter)"))
 		return
 	}
+	// A subscription ends when "the underlying transport closes": the end of the input does not
+	// wait for its answer (basic/patterns/subscriptions.mdx, "Cancellation").
+	a.client.Standing(m.ID)
 	id := encodeID(m.ID)
 	st := &stream{id: m.ID, tag: `"` + metaSubscriptionID + `":` + string(id), filter: *p.Notifications}
 	go func() {
@@ -165,14 +168,14 @@ func (a *Aggregator) subscribeAt(uri, method string) bool {
 	if s.era == modern {
 		a.setup.subscribed(method, uri, s.key)
 		if errObj := a.subscribeOnListen(ctx, s, uri, method); errObj != nil {
-			s.log.Warn("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", string(errObj))
+			s.failureLog()("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", string(errObj))
 			return false
 		}
 		return true
 	}
 	params, _ := json.Marshal(map[string]string{"uri": uri})
 	if _, err := a.call(ctx, s, method, method+" for a subscriptions/listen of the client", params); err != nil {
-		s.log.Warn("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", err)
+		s.failureLog()("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", err)
 		return false
 	}
 	a.setup.subscribed(method, uri, s.key)

@@ -154,6 +154,20 @@ func TestDrainOnEOF(t *testing.T) {
 	}
 }
 
+// A standing request (Conn.Standing) does not hold the end of the input back.
+func TestDrainOnEOFStanding(t *testing.T) {
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{}}` + "\n")
+	c := New(in, io.Discard, &Options{DrainOnEOF: time.Hour}) // were it awaited, the test would time out
+	req, err := c.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Standing(req.(*jsonrpc.Request).ID)
+	if _, err := c.Read(); !errors.Is(err, io.EOF) {
+		t.Errorf("Read returned %v, want EOF", err)
+	}
+}
+
 // For any JSON object, however it is split, the scanner finds the top-level "id" that a full
 // parse finds (when it is short enough to be an ID: at most 256 bytes).
 func FuzzTooLargeID(f *testing.F) {

@@ -128,6 +128,11 @@ func (c *Conn) drain() {
 	}
 }
 
+// Standing notes that the request id read stays open until the peer ends it (a
+// subscriptions/listen stream, which is answered only when it is cancelled): the end of the
+// input does not wait for its answer (Options.DrainOnEOF).
+func (c *Conn) Standing(id jsonrpc.ID) { c.answered(id) }
+
 // answered notes that the request id has been answered.
 func (c *Conn) answered(id jsonrpc.ID) {
 	c.pendingMu.Lock()
