@@ -21,7 +21,7 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	defer cancel()
 	lists, hints, stage, err := a.readLists(ctx, s, ks)
 	if err != nil {
-		s.log.Warn("re-reading a list after a change failed; keeping the previous list", "request", stage, "error", err)
+		s.failureLog()("re-reading a list after a change failed; keeping the previous list", "request", stage, "error", err)
 		return
 	}
 	a.roster.mu.Lock()

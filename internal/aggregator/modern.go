@@ -280,6 +280,36 @@ func modernAnswer(result, errObj json.RawMessage) (json.RawMessage, json.RawMess
 	return result, nil
 }
 
+// legacyAnswer is a modern server's result as a legacy client has it: without the members of
+// the modern result envelope (resultType, ttlMs, cacheScope, and the serverInfo in _meta,
+// whose _meta goes when nothing else is in it); the rest as the server wrote it.
+func legacyAnswer(result json.RawMessage) json.RawMessage {
+	if ms, me, ok := rawjson.Member(result, "_meta"); ok && rawjson.Has(result[ms:me], metaServerInfo) {
+		meta := without(result[ms:me], metaServerInfo)
+		if string(meta) == "{}" {
+			result = without(result, "_meta")
+		} else {
+			result = rawjson.Replace(result, ms, me, meta)
+		}
+	}
+	if rawjson.Has(result, "resultType") || rawjson.Has(result, "ttlMs") || rawjson.Has(result, "cacheScope") {
+		result = without(result, "resultType", "ttlMs", "cacheScope")
+	}
+	return result
+}
+
+// answerFromModern answers the client's request id with what a modern server answered: as
+// written to a modern client (the same era: byte for byte), and to a legacy one without the
+// modern envelope (legacyAnswer).
+func (a *Aggregator) answerFromModern(id jsonrpc.ID, result, errObj json.RawMessage) {
+	if errObj == nil && !a.modernClient() {
+		result = legacyAnswer(result)
+	}
+	if err := a.client.WriteResponse(id, result, errObj); err != nil {
+		a.log.Debug("writing an answer to the client", "error", err)
+	}
+}
+
 // withCacheHint adds ttlMs and cacheScope to a cacheable result that has none
 // (server/utilities/caching.mdx: "required" on the list results and resources/read).
 func withCacheHint(result json.RawMessage, h cacheHint) json.RawMessage {

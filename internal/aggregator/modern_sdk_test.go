@@ -20,6 +20,13 @@ import (
 // and speaks the modern era when it can) to the aggregator serving servers.
 func sdkSession(t *testing.T, opts *mcp.ClientOptions, servers ...config.Server) (*mcp.ClientSession, *lockedLog) {
 	t.Helper()
+	return sdkConnect(t, mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test", Version: "1"}, opts), nil, servers...)
+}
+
+// sdkConnect connects client, with the session options opts, to the aggregator serving
+// servers; the session and the aggregator end with the test.
+func sdkConnect(t *testing.T, client *mcp.Client, opts *mcp.ClientSessionOptions, servers ...config.Server) (*mcp.ClientSession, *lockedLog) {
+	t.Helper()
 	log := &lockedLog{}
 	cfg := &config.Config{File: filepath.Join(t.TempDir(), "config.json"), Servers: servers}
 	agg, err := Start(context.Background(), cfg, Options{Log: logging.New(log, slog.LevelDebug), Stderr: log})
@@ -32,7 +39,7 @@ func sdkSession(t *testing.T, opts *mcp.ClientOptions, servers ...config.Server)
 	go func() { agg.Serve(context.Background(), cr, aw); aw.Close(); close(done) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test", Version: "1"}, opts).Connect(ctx, &mcp.IOTransport{Reader: ar, Writer: cw}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: ar, Writer: cw}, opts)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, log)
 	}

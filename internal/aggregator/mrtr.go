@@ -327,6 +327,10 @@ func (a *Aggregator) expire(sus *suspension) {
 // answerCall answers the client's request c, relayed to a server, under its ID; while c is
 // suspended, the answer is kept for the client's retry.
 func (a *Aggregator) answerCall(c *call, result, errObj json.RawMessage) {
+	if c.to != nil && c.to.era == modern {
+		a.answerFromModern(c.fromID, result, errObj) // it asks no input of its own: nothing is held
+		return
+	}
 	if !a.modernClient() {
 		a.answerClient(c.fromID, result, errObj)
 		return

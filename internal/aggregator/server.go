@@ -441,6 +441,18 @@ func (a *Aggregator) pingLoop(s *server) {
 	}
 }
 
+// failureLog is where a failure of a request of the aggregator's own to s is logged: a warning
+// while s is in use, a debug line once the roster let go of it (a reload, the end), when
+// every such request fails.
+func (s *server) failureLog() func(string, ...any) {
+	select {
+	case <-s.retired:
+		return s.log.Debug
+	default:
+		return s.log.Warn
+	}
+}
+
 // stop ends the process (see child.Process.Stop), then its connection.
 func (s *server) stop(grace time.Duration) {
 	s.procMu.Lock() // a process started again after the probe is the one stopped (respawn)
