@@ -75,16 +75,22 @@ func jsonString(s string) string {
 }
 
 // A tool that does not exist gets the spec's -32602 error naming it; the aggregator serves on.
+// A tool's own name is found when exactly one server lists it.
 func TestUnknownToolAndBadInput(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {"alpha": {"command": "$FIXTURE"}}}`)
 	agg.initialize("test")
 
-	for _, name := range []string{"nope", "alpha:nope", "alpha", "echo", ":echo", "alpha::echo"} {
+	for _, name := range []string{"nope", "alpha:nope", "alpha", ":echo", "alpha::echo"} {
 		m := agg.call("tools/call", `{"name":`+jsonString(name)+`}`)
 		want := `{"code":-32602,"message":"Unknown tool: ` + name + `"}`
 		if string(m.Error) != want {
 			t.Errorf("tools/call %q: error %s, want %s", name, m.Error, want)
 		}
+	}
+
+	// The name the server gives it, which only one server lists (an MCP App's own call).
+	if m := agg.call("tools/call", `{"name":"echo","arguments":{"text":"bare"}}`); m.Error != nil {
+		t.Errorf("tools/call of echo by its server's name: %s", m.Line)
 	}
 
 	// Malformed input: each gets a JSON-RPC error, and the session goes on.
