@@ -15,8 +15,6 @@
 // { pin: "2026-07-28" } (the same probe, no fall back).
 //
 // Run with AGGREGATOR set to the binary, or after `make build` (bin/mcp-simple-aggregator).
-// The servers speaking the modern era to the aggregator (the last tests) need the aggregator
-// to drive modern children: until then they are skipped unless MODERN_CHILDREN=1.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
@@ -167,7 +165,10 @@ test("pinned: every tool is listed under key:name with the server's definition",
   for (const key of Object.keys(directs)) {
     const own = (await directs[key].client.listTools()).tools;
     assert.ok(own.length > 0, `${key} lists no tools`);
-    assert.deepEqual(byName(toolsOf(key, tools)), byName(own.map(withoutExecution)), `the tools of ${key}`);
+    // A tool that runs only as a legacy task is not listed to a modern client (the legacy tasks
+    // are not in its era), and the others lose execution.
+    const servable = own.filter((t) => t.execution?.taskSupport !== "required");
+    assert.deepEqual(byName(toolsOf(key, tools)), byName(servable.map(withoutExecution)), `the tools of ${key}`);
   }
   assert.equal(tools.length, toolsOf("everything", tools).length + toolsOf("legacy", tools).length, "tools of no server");
 });
@@ -330,10 +331,11 @@ test("auto: the probe's aggregator answers server/discover and exits at once, wi
     assert.deepEqual(strays(transport.pid, others), [], "processes left by the probe");
   });
 
-  // The probe's aggregator started its servers for the discover (modern-server was initialized,
-  // its tools listed) and nothing more; the session's servers are others, started afresh.
+  // The probe's aggregator started its servers for the discover (modern-server was probed with
+  // server/discover, which it answers -32601, initialized, its tools listed) and nothing more;
+  // the session's servers are others, started afresh.
   const [ofProbe, ...rest] = readTrace(trace);
-  assert.deepEqual(ofProbe, ["initialize", "notifications/initialized", "tools/list"]);
+  assert.deepEqual(ofProbe, ["server/discover", "initialize", "notifications/initialized", "tools/list"]);
   assert.deepEqual(rest, [], "the session's servers are initialized on its first request");
 
   // The instructions came from the probe's DiscoverResult: the aggregator's combined ones, the
@@ -353,7 +355,7 @@ test("auto: the probe's aggregator answers server/discover and exits at once, wi
   assert.deepEqual(elicit.structuredContent, { answer: { action: "accept", content: { name: "Ada" } } });
   assert.deepEqual(asked.map(([kind, p]) => [kind, p.message]), [["elicitation", "Auto?"]]);
   const [, ofSession, ...more] = readTrace(trace);
-  assert.deepEqual(ofSession.slice(0, 3), ["initialize", "notifications/initialized", "tools/list"]);
+  assert.deepEqual(ofSession.slice(0, 4), ["server/discover", "initialize", "notifications/initialized", "tools/list"]);
   assert.deepEqual(more, []);
 });
 
@@ -416,10 +418,10 @@ test("legacy: initialize, the same tools, calls and elicitation as a request", a
   const { client, asked } = await viaAggregator(undefined, legacyConfig);
   assert.equal(client.getProtocolEra(), "legacy");
   const { tools } = await client.listTools();
-  assert.deepEqual(
-    tools.map((t) => t.name),
-    (await pinned.client.listTools()).tools.map((t) => t.name),
-  );
+  for (const key of Object.keys(directs)) {
+    const own = (await directs[key].client.listTools()).tools;
+    assert.deepEqual(toolsOf(key, tools).map((t) => t.name), own.map((t) => t.name), `the tools of ${key}`);
+  }
   const echo = await client.callTool({ name: "everything:echo", arguments: { message: "legacy" } });
   assert.deepEqual(echo, await directs.everything.client.callTool({ name: "echo", arguments: { message: "legacy" } }));
   const elicit = await client.callTool({ name: "legacy:elicit", arguments: { message: "Legacy?" } });
@@ -431,15 +433,14 @@ test("legacy: initialize, the same tools, calls and elicitation as a request", a
 });
 
 // 4. Modern servers behind the aggregator: modern-server.mjs modern-only and --dual, reached by
-// a pinned client, compared with the same client connected to them directly.
-const modernChildren = process.env.MODERN_CHILDREN === "1";
-const needsChildSide = !modernChildren && "needs the aggregator to drive modern servers (server/discover to its children)";
+// a pinned client, compared with the same client connected to them directly; and by a legacy
+// client, which cannot reach the modern-only one directly.
 
 for (const [key, args] of [
   ["modern", [modernServer]],
   ["dual", [modernServer, "--dual"]],
 ]) {
-  test(`pinned → aggregator → modern-server ${args.slice(1).join(" ") || "(modern only)"}: tools, calls, and input_required passed through`, { skip: needsChildSide }, async () => {
+  test(`pinned → aggregator → modern-server ${args.slice(1).join(" ") || "(modern only)"}: tools, calls, and input_required passed through`, async () => {
     const s = { command: process.execPath, args };
     const config = writeConfig(`modern-${key}`, { [key]: s });
     const [own, through, manual] = await Promise.all([
@@ -467,3 +468,24 @@ for (const [key, args] of [
     assert.equal(first.inputRequests.name.params.message, "Raw?");
   });
 }
+
+test("legacy → aggregator → modern-server (modern only): the same tools and calls as a pinned client gets directly, its input_required as a request", async () => {
+  const s = { command: process.execPath, args: [modernServer] };
+  const config = writeConfig("modern-for-legacy", { modern: s });
+  const [own, through] = await Promise.all([direct(PIN, s), viaAggregator(undefined, config)]);
+  assert.deepEqual(byName(toolsOf("modern", (await through.client.listTools()).tools)), byName((await own.client.listTools()).tools));
+  for (const [tool, a] of [
+    ["echo", { text: "héllo", n: 1.5 }],
+    ["era", {}],
+    ["elicit", { message: "Legacy, who?" }],
+  ]) {
+    const want = bare(await own.client.callTool({ name: tool, arguments: a }));
+    const got = await through.client.callTool({ name: `modern:${tool}`, arguments: a });
+    assert.deepEqual(got, want, `modern:${tool}`);
+  }
+  // Asked as elicitation/create, the one request a legacy client knows, with the server's params.
+  assert.deepEqual(through.asked, own.asked);
+  const progress = [];
+  await through.client.callTool({ name: "modern:progress", arguments: { steps: 3 } }, { onprogress: (p) => progress.push(p.progress) });
+  assert.deepEqual(progress, [1, 2, 3]);
+});
