@@ -47,18 +47,6 @@ func notification(method string, params json.RawMessage) [][]byte {
 	return [][]byte{[]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `,"params":`), params, []byte("}\n")}
 }
 
-// response is the answer to the request id (encoded) with a result, or with an error object
-// when errObj is not nil.
-func response(id, result, errObj json.RawMessage) [][]byte {
-	if errObj != nil {
-		return [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"error":`), errObj, []byte("}\n")}
-	}
-	if len(result) == 0 {
-		result = json.RawMessage("null") // the peer sent neither: keep the line valid JSON
-	}
-	return [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), result, []byte("}\n")}
-}
-
 // cancelled is notifications/cancelled for the request id (one of ours).
 func cancelled(id, reason string) [][]byte {
 	params, _ := json.Marshal(struct {

@@ -209,13 +209,13 @@ func (a *Aggregator) badClientLine(bad *stdio.BadLineError) {
 		id = stdio.RequestID(line)
 	}
 	a.log.Warn("answered a malformed message from the client with an error", "code", code, "line", excerpt(line))
-	a.writeClient(response(id, nil, rpcError(int64(code), nil, "%s", msg)))
+	a.writeClient(stdio.Response(id, nil, rpcError(int64(code), nil, "%s", msg)))
 }
 
 // clientCancelled passes the client's cancellation of a request to the server it went to,
 // under the ID the server saw. A cancellation of no request of ours goes to the SDK's session.
 func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
-	id, reason, ok := parseCancel(m.Params)
+	id, reason, ok := stdio.ParseCancel(m.Params)
 	if !ok {
 		return false
 	}

@@ -168,11 +168,11 @@ func (a *Aggregator) serverBadLine(s *server, bad *stdio.BadLineError) {
 // serverRequest takes a request of s: to the client, or answered here.
 func (a *Aggregator) serverRequest(s *server, m *jsonrpc.Request) {
 	if m.Method == "ping" {
-		s.conn.Send(nil, response(encodeID(m.ID), json.RawMessage(`{}`), nil)...)
+		s.conn.Send(nil, stdio.Response(encodeID(m.ID), json.RawMessage(`{}`), nil)...)
 		return
 	}
 	if _, ok := serverRequests[m.Method]; !ok {
-		s.conn.Send(nil, response(encodeID(m.ID), nil, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))...)
+		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))...)
 		return
 	}
 	a.toClientRequest(s, m)
@@ -231,24 +231,11 @@ func (a *Aggregator) serverTaskStatus(s *server, m *jsonrpc.Request) {
 // serverCancelled passes a server's cancellation of its request to the client; a request still
 // waiting for the client to be ready is dropped from the queue (the client never sees it).
 func (a *Aggregator) serverCancelled(s *server, m *jsonrpc.Request) {
-	id, reason, ok := parseCancel(m.Params)
+	id, reason, ok := stdio.ParseCancel(m.Params)
 	if !ok {
 		return
 	}
 	if c := a.inflight.cancelled(s, id); c != nil && c.delivered {
 		a.toClient(cancelled(c.toID, reason))
 	}
-}
-
-// parseCancel reads the params of notifications/cancelled.
-func parseCancel(params json.RawMessage) (id jsonrpc.ID, reason string, ok bool) {
-	var p struct {
-		RequestID any    `json:"requestId"`
-		Reason    string `json:"reason,omitempty"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return id, "", false
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	return id, p.Reason, err == nil && id.IsValid()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // A modern client's subscriptions/listen streams (basic/patterns/subscriptions.mdx): what a
@@ -92,7 +93,7 @@ func (a *Aggregator) listen(m *jsonrpc.Request) {
 // unlisten closes the stream a client's notifications/cancelled names: its resources are
 // unsubscribed where no other stream wants them. The stream gets no answer: the client ended it.
 func (a *Aggregator) unlisten(m *jsonrpc.Request) {
-	id, _, ok := parseCancel(m.Params)
+	id, _, ok := stdio.ParseCancel(m.Params)
 	if !ok {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // Input for a legacy server, from a modern client (basic/patterns/mrtr.mdx). A legacy server
@@ -86,12 +87,12 @@ type pending struct {
 func (a *Aggregator) inputRequest(s *server, m *jsonrpc.Request) {
 	c := a.inflight.attribute(s)
 	if c == nil {
-		s.conn.Send(nil, response(encodeID(m.ID), nil, outsideRequest(m.Method))...)
+		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, outsideRequest(m.Method))...)
 		return
 	}
 	if errObj := missingCapability(c.req, m.Method, m.Params); errObj != nil {
 		// "MissingRequiredClientCapabilityError": the client's request cannot be served.
-		s.conn.Send(nil, response(encodeID(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 			"Internal error: the client did not declare what %s needs in this request; the request came through mcp-simple-aggregator", m.Method))...)
 		if a.inflight.take(c) {
 			s.conn.Send(nil, cancelled(c.toID, "the client cannot give the input the server asked for")...)
@@ -107,7 +108,7 @@ func (a *Aggregator) inputRequest(s *server, m *jsonrpc.Request) {
 	switch {
 	case sus == nil: // the client's request ended meanwhile
 		if a.inflight.take(pc) {
-			s.conn.Send(nil, response(encodeID(m.ID), nil, outsideRequest(m.Method))...)
+			s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, outsideRequest(m.Method))...)
 		}
 	case first:
 		sus.timer = time.AfterFunc(a.inputTTL(), func() { a.expire(sus) })
@@ -285,7 +286,7 @@ func (a *Aggregator) resume(req *jsonrpc.Request) {
 		}
 		delete(sus.asked, key)
 		if pc.call != nil && a.inflight.take(pc.call) {
-			pc.call.from.conn.Send(nil, response(encodeID(pc.call.fromID), r, nil)...)
+			pc.call.from.conn.Send(nil, stdio.Response(encodeID(pc.call.fromID), r, nil)...)
 		}
 	}
 	var token []byte
@@ -314,7 +315,7 @@ func (a *Aggregator) expire(sus *suspension) {
 	}
 	for _, pc := range asked {
 		if a.inflight.take(pc.call) {
-			pc.call.from.conn.Send(nil, response(encodeID(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+			pc.call.from.conn.Send(nil, stdio.Response(encodeID(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 				"Internal error: the client did not answer %s within %v (it did not retry its request); the request came through mcp-simple-aggregator", pc.call.method, a.inputTTL()))...)
 		}
 	}

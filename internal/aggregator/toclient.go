@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -22,7 +23,7 @@ func (a *Aggregator) writeQueued(it queued) {
 	c := it.call
 	if errObj := a.clientRefuses(c.method, it.msg); errObj != nil {
 		if a.inflight.take(c) {
-			c.from.conn.Send(nil, response(encodeID(c.fromID), nil, errObj)...)
+			c.from.conn.Send(nil, stdio.Response(encodeID(c.fromID), nil, errObj)...)
 		}
 		return
 	}
@@ -44,7 +45,7 @@ func (a *Aggregator) clientAnswer(resp *jsonrpc.Response) {
 		c.done(resp.Result, encodeError(resp.Error))
 		return
 	}
-	c.from.conn.Send(nil, response(encodeID(c.fromID), resp.Result, encodeError(resp.Error))...)
+	c.from.conn.Send(nil, stdio.Response(encodeID(c.fromID), resp.Result, encodeError(resp.Error))...)
 }
 
 // toClient writes a notification to the client, or queues it until the client is ready.
@@ -106,7 +107,7 @@ func (a *Aggregator) toClientRequest(s *server, m *jsonrpc.Request) {
 		params = withToken(params, newToken)
 		if held, refused := a.queue.hold([][]byte{params}, c); held {
 			if refused && a.inflight.take(c) {
-				s.conn.Send(nil, response(encodeID(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+				s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 					"Internal error: %s is not connected yet, and too much is waiting for it; the request came through mcp-simple-aggregator", "the client"))...)
 			}
 			return
@@ -115,7 +116,7 @@ func (a *Aggregator) toClientRequest(s *server, m *jsonrpc.Request) {
 		return
 	}
 	if errObj := a.clientRefuses(m.Method, params); errObj != nil {
-		s.conn.Send(nil, response(encodeID(m.ID), nil, errObj)...)
+		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, errObj)...)
 		return
 	}
 	c.delivered = true

@@ -130,12 +130,8 @@ func (c *Conn) respond(id jsonrpc.ID, parts ...[]byte) error {
 
 // errorLine encodes an error response.
 func errorLine(id json.RawMessage, code int64, msg string) []byte {
-	resp, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   jsonrpc.Error   `json:"error"`
-	}{"2.0", id, jsonrpc.Error{Code: code, Message: msg}})
-	return resp
+	errObj, _ := json.Marshal(jsonrpc.Error{Code: code, Message: msg})
+	return bytes.TrimSuffix(bytes.Join(Response(id, nil, errObj), nil), []byte("\n"))
 }
 
 // RequestID is the "id" of a message that could not be decoded, as JSON, when it is one a

@@ -76,7 +76,7 @@ func (c *Conn) deliver(msg jsonrpc.Message) {
 	}
 	if req.Method == "notifications/cancelled" && c.inBatches.Load() > 0 {
 		// A cancelled request gets no answer: its batch is complete without it.
-		if id, ok := cancelledID(req.Params); ok {
+		if id, _, ok := ParseCancel(req.Params); ok {
 			c.batchAnswer(id, nil)
 		}
 	}
@@ -89,23 +89,25 @@ func (c *Conn) deliver(msg jsonrpc.Message) {
 		case req.Method == "notifications/cancelled":
 			// "Receivers of a cancellation notification SHOULD ... not send a response
 			// for the cancelled request": stop waiting for it.
-			if id, ok := cancelledID(req.Params); ok {
+			if id, _, ok := ParseCancel(req.Params); ok {
 				c.answered(id)
 			}
 		}
 	}
 }
 
-// cancelledID is the request ID in the params of notifications/cancelled.
-func cancelledID(params json.RawMessage) (jsonrpc.ID, bool) {
+// ParseCancel reads the params of notifications/cancelled: the ID of the request cancelled, and
+// the reason when one is given. It is the one place they are read.
+func ParseCancel(params json.RawMessage) (id jsonrpc.ID, reason string, ok bool) {
 	var p struct {
-		RequestID any `json:"requestId"`
+		RequestID any    `json:"requestId"`
+		Reason    string `json:"reason,omitempty"`
 	}
 	if json.Unmarshal(params, &p) != nil {
-		return jsonrpc.ID{}, false
+		return id, "", false
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)
-	return id, err == nil && id.IsValid()
+	return id, p.Reason, err == nil && id.IsValid()
 }
 
 // drain waits until every request read has been answered, for at most Options.DrainOnEOF.

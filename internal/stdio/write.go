@@ -40,13 +40,20 @@ func (c *Conn) WriteResponse(id jsonrpc.ID, result, errObj json.RawMessage) erro
 	if err != nil {
 		return err
 	}
+	return c.respond(id, Response(idJSON, result, errObj)...)
+}
+
+// Response is the line answering the request whose ID is id (encoded) with a result, or with
+// an error object when errObj is not nil, in parts: the values are parts of their own, never
+// copied or re-encoded. It is the one place a response is built.
+func Response(id, result, errObj json.RawMessage) [][]byte {
 	if errObj != nil {
-		return c.respond(id, []byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"error":`), errObj, []byte("}\n"))
+		return [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"error":`), errObj, []byte("}\n")}
 	}
 	if len(result) == 0 {
 		result = json.RawMessage("null") // the peer sent neither: keep the line valid JSON
 	}
-	return c.respond(id, []byte(`{"jsonrpc":"2.0","id":`), idJSON, []byte(`,"result":`), result, []byte("}\n"))
+	return [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), result, []byte("}\n")}
 }
 
 // WriteParts writes the concatenation of parts as one message: one line of JSON that ends with
