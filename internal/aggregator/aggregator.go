@@ -24,12 +24,24 @@
 //	catalog.go     the catalog: names, URIs, collisions
 //	withheld.go    definitions clients would reject: checked (internal/mcpschema), withheld, named
 //	toolsearch.go  --tool-search: the search and call tools, the index of each catalog
-//	envelope.go    every JSON-RPC message and error the aggregator writes itself
+//	envelope.go    every JSON-RPC message and error the aggregator writes itself (the lines
+//	               are framed by internal/stdio: Response, ParseCancel)
 //	check.go       the check command
 //	limits.go      the clients' limits: how many tools, which names (Cursor)
 //
-// What the go-sdk still does: the client-side handshake (its ServerSession negotiates the
-// protocol version, records the client's initialize and answers it through
+// The two protocol eras (legacy: initialize, up to 2025-11-25; modern: 2026-07-28, stateless):
+//
+//	era.go         the eras' names, the modern _meta keys, cache hints
+//	eraenvelope.go the modern envelope read, written and translated: the one file a new
+//	               revision of it touches
+//	modern.go      a modern client: server/discover, its requests, the removed methods
+//	listen.go      a modern client's subscriptions/listen streams
+//	mrtr.go        a legacy server's requests as a modern client's input_required rounds
+//	childera.go    servers of either era: the probe, the envelope of a modern one, its
+//	               listen, and its input_required carried for a legacy client
+//
+// What the go-sdk still does: for a legacy client, the handshake (its ServerSession
+// negotiates the protocol version, records the client's initialize and answers it through
 // initializeMiddleware, which adds what its types cannot carry), ping from the client, and
 // the refusal of requests before initialize and of unknown methods. Everything else, in both
 // directions, is raw JSON-RPC on internal/stdio: the servers' handshakes too, because the SDK's

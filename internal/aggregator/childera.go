@@ -97,11 +97,11 @@ func (a *Aggregator) probe(ctx context.Context, s *server, params json.RawMessag
 					break
 				}
 			}
-			if rpcErr.Code == codeUnsupportedProtocolVersion && next != "" && try == 0 {
+			if rpcErr.Code == codeUnsupportedVersion && next != "" && try == 0 {
 				version = next
 				continue // once, with a version it names
 			}
-			if rpcErr.Code == codeUnsupportedProtocolVersion && len(supported) > 0 && !slices.ContainsFunc(supported, func(v string) bool { return slices.Contains(serverProtocols, v) }) {
+			if rpcErr.Code == codeUnsupportedVersion && len(supported) > 0 && !slices.ContainsFunc(supported, func(v string) bool { return slices.Contains(serverProtocols, v) }) {
 				return false, fmt.Errorf("it speaks only the protocol versions %s, and mcp-simple-aggregator speaks %s", strings.Join(supported, ", "), strings.Join(append(slices.Clone(modernVersions), serverProtocols...), ", "))
 			}
 			s.log.Debug(fmt.Sprintf("era: legacy (it answered server/discover with the error %d %q)", rpcErr.Code, rpcErr.Message), "probe", "server/discover")
@@ -184,18 +184,6 @@ func (a *Aggregator) respawn(s *server) error {
 	return nil
 }
 
-// codeUnsupportedProtocolVersion is UnsupportedProtocolVersionError (basic/versioning).
-const codeUnsupportedProtocolVersion = -32022
-
-// unsupportedVersions are the versions in the data.supported of an error; nil when none.
-func unsupportedVersions(e *jsonrpc.Error) []string {
-	var data struct {
-		Supported []string `json:"supported"`
-	}
-	_ = json.Unmarshal(e.Data, &data)
-	return data.Supported
-}
-
 // discovered takes a DiscoverResult of s: the version chosen ("" when it offers none of ours,
 // and why), and, for a modern one, s is set up from it.
 func (a *Aggregator) discovered(s *server, result json.RawMessage, env string) (chosen, why string) {
@@ -230,28 +218,6 @@ func (a *Aggregator) discovered(s *server, result json.RawMessage, env string) (
 	s.envelope = envelopeWith(env, chosen)
 	s.sub.active.Store(true)
 	return chosen, ""
-}
-
-// buildEnvelope is the request _meta of the modern era (basic/index.mdx, "Request _meta"), as the
-// members of an object: the protocol version, the client's capabilities ("Servers MUST NOT
-// infer capabilities from prior requests": every request carries them) and its clientInfo.
-func buildEnvelope(version string, caps, info json.RawMessage) string {
-	if len(caps) == 0 || caps[0] != '{' {
-		caps = json.RawMessage(`{}`)
-	}
-	env := `"` + metaProtocolVersion + `":` + strconv.Quote(version) + `,"` + metaCapabilities + `":` + string(caps)
-	if len(info) > 0 && info[0] == '{' {
-		env += `,"` + metaClientInfo + `":` + string(info)
-	}
-	return env
-}
-
-// envelopeWith is env with its protocol version set to version.
-func envelopeWith(env, version string) string {
-	obj := []byte("{" + env + "}")
-	s, e, _ := rawjson.Member(obj, metaProtocolVersion)
-	obj = rawjson.Replace(obj, s, e, []byte(strconv.Quote(version)))
-	return string(obj[1 : len(obj)-1])
 }
 
 // childParams are the params of c as c.to gets them; the one place that writes requests to a
@@ -306,22 +272,6 @@ func (cs *clientSetup) logLevel() string {
 	defer cs.mu.Unlock()
 	level, _ := rawjson.StringMember(cs.level, "level")
 	return level
-}
-
-// pageHint reads the cache hints of a modern child's list page into h: the smallest ttlMs of
-// the pages, and private when any page is (server/utilities/caching.mdx: "Servers MUST apply
-// the same cacheScope to all response pages").
-func pageHint(h *cacheHint, first bool, raw map[string]json.RawMessage) {
-	var ttl int64
-	_ = json.Unmarshal(raw["ttlMs"], &ttl)
-	var scope string
-	_ = json.Unmarshal(raw["cacheScope"], &scope)
-	if first {
-		*h = cacheHint{ttlMs: max(ttl, 0), public: scope == "public"}
-		return
-	}
-	h.ttlMs = min(h.ttlMs, max(ttl, 0))
-	h.public = h.public && scope == "public"
 }
 
 // The listen of a modern child. "The server MUST NOT send notification types the client has

@@ -3,13 +3,13 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // A client of the modern era (2026-07-28): no initialize; every request carries its protocol
@@ -63,74 +63,6 @@ func opensModern(m *jsonrpc.Request) bool {
 	}
 	ms, me, ok := rawjson.Member(m.Params, "_meta")
 	return ok && rawjson.Has(m.Params[ms:me], metaProtocolVersion)
-}
-
-// envelope is the modern _meta of one request.
-type envelope struct {
-	version  string
-	caps     map[string]json.RawMessage
-	info     json.RawMessage // nil when the client sent none
-	logLevel string          // "" when none: no notifications/message for the request
-}
-
-// logLevels rank the logging levels (RFC 5424, as MCP names them); 0 is no level.
-var logLevels = map[string]int{"debug": 1, "info": 2, "notice": 3, "warning": 4, "error": 5, "critical": 6, "alert": 7, "emergency": 8}
-
-// parseEnvelope reads and checks the _meta of a modern request; errObj is the error to answer
-// with when it is malformed (-32602, naming the key, with data.envelope as the TypeScript SDK
-// gives it) or names a version not served (-32022).
-func parseEnvelope(params json.RawMessage) (env envelope, errObj json.RawMessage) {
-	var meta map[string]json.RawMessage
-	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
-		if json.Unmarshal(params[ms:me], &meta) != nil {
-			return env, envelopeError("_meta", "not an object")
-		}
-	}
-	v, ok := meta[metaProtocolVersion]
-	if !ok {
-		return env, envelopeError(metaProtocolVersion, "missing")
-	}
-	if json.Unmarshal(v, &env.version) != nil {
-		return env, envelopeError(metaProtocolVersion, "not a string")
-	}
-	if !slices.Contains(modernVersions, env.version) {
-		data := marshal(struct {
-			Supported []string `json:"supported"`
-			Requested string   `json:"requested"`
-		}{slices.Concat(modernVersions, protocolVersions), env.version})
-		return env, rpcError(codeUnsupportedVersion, data, "Unsupported protocol version: %s (mcp-simple-aggregator serves %s per request, and %s after initialize)",
-			env.version, quoteList(modernVersions), quoteList(protocolVersions))
-	}
-	caps, ok := meta[metaCapabilities]
-	if !ok {
-		return env, envelopeError(metaCapabilities, "missing")
-	}
-	if json.Unmarshal(caps, &env.caps) != nil || env.caps == nil {
-		return env, envelopeError(metaCapabilities, "not an object")
-	}
-	if info, ok := meta[metaClientInfo]; ok {
-		var impl struct {
-			Name    *string `json:"name"`
-			Version *string `json:"version"`
-		}
-		if json.Unmarshal(info, &impl) != nil || impl.Name == nil || impl.Version == nil {
-			return env, envelopeError(metaClientInfo, "not an Implementation (an object with the strings name and version)")
-		}
-		env.info = info
-	}
-	if level, ok := meta[metaLogLevel]; ok {
-		if json.Unmarshal(level, &env.logLevel) != nil || logLevels[env.logLevel] == 0 {
-			return env, envelopeError(metaLogLevel, "not a logging level (debug, info, notice, warning, error, critical, alert, emergency)")
-		}
-	}
-	return env, nil
-}
-
-// envelopeError is the -32602 of a malformed _meta envelope.
-func envelopeError(key, problem string) json.RawMessage {
-	data := marshal(map[string]map[string]string{"envelope": {"key": key, "problem": problem}})
-	return rpcError(jsonrpc.CodeInvalidParams, data, "Invalid params: _meta %q is %s; a request of protocol version %s carries %q, %q and %q in its _meta (or send initialize first, for an earlier version)",
-		key, problem, modernVersions[0], metaProtocolVersion, metaCapabilities, metaClientInfo)
 }
 
 // modernRequest takes a request of a modern client (or one that opens a modern session).
@@ -212,7 +144,7 @@ func (a *Aggregator) startModern(m *jsonrpc.Request, env envelope) bool {
 // server's request is answered with the error that there is no client request to carry it.
 func (a *Aggregator) refuseQueued(it queued) {
 	if it.call != nil && a.inflight.take(it.call) {
-		it.call.from.conn.Send(nil, response(encodeID(it.call.fromID), nil, outsideRequest(it.call.method))...)
+		it.call.from.conn.Send(nil, stdio.Response(encodeID(it.call.fromID), nil, outsideRequest(it.call.method))...)
 	}
 }
 
@@ -257,47 +189,6 @@ func (a *Aggregator) modernClient() bool {
 	return cs != nil && cs.era == modern
 }
 
-// modernAnswer puts an answer to a modern client in the modern envelope: a result without
-// resultType gets "complete" ("Every result MUST include resultType", basic/index.mdx); the
-// legacy resource-not-found code -32002 becomes -32602 ("servers MUST NOT emit -32002"), and
-// a -32042 that could not be made an InputRequiredResult -32603.
-func modernAnswer(result, errObj json.RawMessage) (json.RawMessage, json.RawMessage) {
-	if errObj != nil {
-		if cs, ce, ok := rawjson.Member(errObj, "code"); ok {
-			switch string(errObj[cs:ce]) {
-			case strconv.Itoa(codeResourceNotFound):
-				errObj = rawjson.Replace(errObj, cs, ce, []byte(strconv.Itoa(int(jsonrpc.CodeInvalidParams))))
-			case strconv.Itoa(codeURLElicitationRequired):
-				// One that names no URL to ask for (urlRequired): "MUST NOT emit -32042".
-				errObj = rawjson.Replace(errObj, cs, ce, []byte(strconv.Itoa(int(jsonrpc.CodeInternalError))))
-			}
-		}
-		return nil, errObj
-	}
-	if !rawjson.Has(result, "resultType") {
-		result = rawjson.Prepend(result, `"resultType":"complete"`)
-	}
-	return result, nil
-}
-
-// legacyAnswer is a modern server's result as a legacy client has it: without the members of
-// the modern result envelope (resultType, ttlMs, cacheScope, and the serverInfo in _meta,
-// whose _meta goes when nothing else is in it); the rest as the server wrote it.
-func legacyAnswer(result json.RawMessage) json.RawMessage {
-	if ms, me, ok := rawjson.Member(result, "_meta"); ok && rawjson.Has(result[ms:me], metaServerInfo) {
-		meta := without(result[ms:me], metaServerInfo)
-		if string(meta) == "{}" {
-			result = without(result, "_meta")
-		} else {
-			result = rawjson.Replace(result, ms, me, meta)
-		}
-	}
-	if rawjson.Has(result, "resultType") || rawjson.Has(result, "ttlMs") || rawjson.Has(result, "cacheScope") {
-		result = without(result, "resultType", "ttlMs", "cacheScope")
-	}
-	return result
-}
-
 // answerFromModern answers the client's request id with what a modern server answered: as
 // written to a modern client (the same era: byte for byte), and to a legacy one without the
 // modern envelope (legacyAnswer).
@@ -308,31 +199,6 @@ func (a *Aggregator) answerFromModern(id jsonrpc.ID, result, errObj json.RawMess
 	if err := a.client.WriteResponse(id, result, errObj); err != nil {
 		a.log.Debug("writing an answer to the client", "error", err)
 	}
-}
-
-// withCacheHint adds ttlMs and cacheScope to a cacheable result that has none
-// (server/utilities/caching.mdx: "required" on the list results and resources/read).
-func withCacheHint(result json.RawMessage, h cacheHint) json.RawMessage {
-	if rawjson.Has(result, "ttlMs") || inputRequired(result) {
-		return result // a modern server's own, or an interim result, which carries none
-	}
-	scope := "private"
-	if h.public {
-		scope = "public"
-	}
-	return rawjson.Prepend(result, fmt.Sprintf(`"ttlMs":%d,"cacheScope":%q`, h.ttlMs, scope))
-}
-
-// inputRequired reports whether a result is an InputRequiredResult.
-func inputRequired(result json.RawMessage) bool {
-	rt, _ := rawjson.StringMember(result, "resultType")
-	return rt == "input_required"
-}
-
-// merge is the cache hint of a result made of parts: the smallest ttlMs, private when any part
-// is ("Servers MUST apply the same cacheScope to all response pages", caching.mdx).
-func (h cacheHint) merge(o cacheHint) cacheHint {
-	return cacheHint{ttlMs: min(h.ttlMs, o.ttlMs), public: h.public && o.public}
 }
 
 // listHint is the cache hint of the aggregator's list k: that of the servers' lists merged.
@@ -373,22 +239,6 @@ func (a *Aggregator) modernForward(c *call, params [][]byte) [][]byte {
 	joined := slices.Concat(params...)
 	ms, me, _ = rawjson.Member(joined, "_meta")
 	return [][]byte{rawjson.Replace(joined, ms, me, without(joined[ms:me], metaProtocolVersion, metaCapabilities, metaClientInfo, metaLogLevel))}
-}
-
-// without is the object obj without the members keys, the others as they were written.
-func without(obj []byte, keys ...string) []byte {
-	out := []byte{'{'}
-	rawjson.Object(obj, func(k []byte, start, end int) bool {
-		if slices.Contains(keys, string(k)) {
-			return true
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(append(append(out, marshal(string(k))...), ':'), obj[start:end]...)
-		return true
-	})
-	return append(out, '}')
 }
 
 // lowerLevel sets a legacy server's log level with logging/setLevel when a modern client's
