@@ -1,10 +1,12 @@
 package aggregator
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -33,11 +35,36 @@ var logLevels = map[string]int{"debug": 1, "info": 2, "notice": 3, "warning": 4,
 // with when it is malformed (-32602, naming the key, with data.envelope as the TypeScript SDK
 // gives it) or names a version not served (-32022).
 func parseEnvelope(params json.RawMessage) (env envelope, errObj json.RawMessage) {
+	ms, me, ok := rawjson.Member(params, "_meta")
+	if last := lastEnvelope.Load(); ok && last != nil && bytes.Equal(last.raw, params[ms:me]) {
+		return last.env, nil
+	}
+	var raw json.RawMessage
+	if ok {
+		raw = params[ms:me]
+	}
+	env, errObj = readEnvelope(raw)
+	if errObj == nil && ok {
+		env.info = bytes.Clone(env.info)
+		lastEnvelope.Store(&parsedEnvelope{raw: bytes.Clone(params[ms:me]), env: env})
+	}
+	return env, errObj
+}
+
+// lastEnvelope is the last _meta parseEnvelope found good, and what it read: a client sends the
+// same envelope with each request, which is then read once. Its env is shared: read only.
+var lastEnvelope atomic.Pointer[parsedEnvelope]
+
+type parsedEnvelope struct {
+	raw []byte
+	env envelope
+}
+
+// readEnvelope reads and checks the _meta object raw (nil when the request has none).
+func readEnvelope(raw json.RawMessage) (env envelope, errObj json.RawMessage) {
 	var meta map[string]json.RawMessage
-	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
-		if json.Unmarshal(params[ms:me], &meta) != nil {
-			return env, envelopeError("_meta", "not an object")
-		}
+	if raw != nil && json.Unmarshal(raw, &meta) != nil {
+		return env, envelopeError("_meta", "not an object")
 	}
 	v, ok := meta[metaProtocolVersion]
 	if !ok {

@@ -69,3 +69,24 @@ func FuzzWithout(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseEnvelope reads the envelope of a modern request as a client sends it, the same
+// with each request (the cached path), and a new one each time (read in full).
+func BenchmarkParseEnvelope(b *testing.B) {
+	params := json.RawMessage(`{"name":"a:echo","arguments":{"x":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"claude-code","version":"2.1.0"},"progressToken":7}}`)
+	b.Run("same", func(b *testing.B) {
+		for b.Loop() {
+			if _, errObj := parseEnvelope(params); errObj != nil {
+				b.Fatal(string(errObj))
+			}
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		for b.Loop() {
+			lastEnvelope.Store(nil)
+			if _, errObj := parseEnvelope(params); errObj != nil {
+				b.Fatal(string(errObj))
+			}
+		}
+	})
+}
