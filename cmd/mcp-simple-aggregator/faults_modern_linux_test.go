@@ -41,7 +41,8 @@ func TestFaultListenOpenAtEnd(t *testing.T) {
 }
 
 // Bad modern input is answered with an error and the session goes on: a malformed envelope,
-// a forged requestState, a retry without one, a retry whose server went down meanwhile.
+// a forged requestState, a retry without one or with someone else's, a retry whose server went
+// down meanwhile.
 func TestFaultModernInput(t *testing.T) {
 	tag := newTag(t)
 	agg := startAggregator(t, `{"mcpServers": {"s": `+tagged(tag, "-full")+`}}`, "--max-restarts", "0")
@@ -71,6 +72,18 @@ func TestFaultModernInput(t *testing.T) {
 	} {
 		if m := agg.call("tools/call", `{`+envelope+`,`+ask+tc.extra+`}`); !strings.Contains(string(m.Error), tc.want) {
 			t.Errorf("%s: answered %s, want an error with %q", tc.what, m.Line, tc.want)
+		}
+	}
+	// A retry without the requestState (or with a state that is not the aggregator's) is the
+	// request again: the server asks afresh, under a new state.
+	for _, extra := range []string{`,"inputResponses":{"elicitation-1":{"action":"decline"}}`, `,"inputResponses":{},"requestState":"someone else's"`} {
+		again := agg.call("tools/call", `{`+envelope+`,`+ask+extra+`}`)
+		var got struct {
+			ResultType   string `json:"resultType"`
+			RequestState string `json:"requestState"`
+		}
+		if json.Unmarshal(again.Result, &got) != nil || got.ResultType != "input_required" || got.RequestState == "" || got.RequestState == res.RequestState {
+			t.Errorf("a retry %s: %s, want a new input_required", extra, again.Line)
 		}
 	}
 	// The server goes down while the request waits for the client's input: the retry gets

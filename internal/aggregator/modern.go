@@ -221,7 +221,8 @@ func listHint(servers []*server, k kind) cacheHint {
 // modernForward prepares a modern client's request c, relayed to a server with params (in
 // parts): the log level it asks for is noted (c.logLevel); a legacy server gets the params
 // without the modern envelope (a go-sdk server restricted to legacy versions answers a
-// request that carries it with -32022), and is set to log at that level.
+// request that carries it with -32022) and without the members of a retry, and is set to log
+// at that level.
 func (a *Aggregator) modernForward(c *call, params [][]byte) [][]byte {
 	p := c.req.Params
 	ms, me, ok := rawjson.Member(p, "_meta")
@@ -238,7 +239,14 @@ func (a *Aggregator) modernForward(c *call, params [][]byte) [][]byte {
 	}
 	joined := slices.Concat(params...)
 	ms, me, _ = rawjson.Member(joined, "_meta")
-	return [][]byte{rawjson.Replace(joined, ms, me, without(joined[ms:me], metaProtocolVersion, metaCapabilities, metaClientInfo, metaLogLevel))}
+	joined = rawjson.Replace(joined, ms, me, without(joined[ms:me], metaProtocolVersion, metaCapabilities, metaClientInfo, metaLogLevel))
+	if inputMethods[c.method] && (rawjson.Has(joined, "inputResponses") || rawjson.Has(joined, "requestState")) {
+		// A retry that is not one of ours (ownRetry): the request again, as the legacy era
+		// has it, which the server answers afresh ("respond with a new InputRequiredResult
+		// requesting the missing information again", basic/patterns/mrtr.mdx).
+		joined = without(joined, "inputResponses", "requestState")
+	}
+	return [][]byte{joined}
 }
 
 // lowerLevel sets a legacy server's log level with logging/setLevel when a modern client's

@@ -313,3 +313,17 @@ func TestModernToolsWithoutLegacyTasks(t *testing.T) {
 		t.Errorf("a legacy client's list changed: %.300s", m.Line)
 	}
 }
+
+// A retry that is not one of the aggregator's (no requestState, or another's) is the request
+// again to a legacy server: without inputResponses, which a go-sdk server would otherwise take
+// as the answers, so it asks afresh.
+func TestModernRetryWithoutState(t *testing.T) {
+	c := serve(t, Options{}, gs("old", "-era", "legacy"))
+	for _, extra := range []string{`,"inputResponses":{"elicit-1":{"action":"accept","content":{"name":"Eve"}}}`,
+		`,"inputResponses":{"elicit-1":{"action":"accept","content":{"name":"Eve"}}},"requestState":"[]"`} {
+		m := c.modernCall("tools/call", `"name":"old:elicit","arguments":{}`+extra)
+		if got := member[string](t, m, "resultType"); got != "input_required" || strings.Contains(m.Line, "Eve") {
+			t.Errorf("a retry with %s was answered %s; want a new input_required", extra, m.Line)
+		}
+	}
+}
