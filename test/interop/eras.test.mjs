@@ -14,6 +14,7 @@ import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { readTrace } from "./trace.mjs";
 
 const here = import.meta.dirname;
 const server = path.join(here, "servers", "modern-server.mjs");
@@ -49,17 +50,6 @@ async function connect(mode, { dual = false } = {}) {
     }),
   );
   return { client, elicited, trace: () => readTrace(tracePath) };
-}
-
-// readTrace is the methods each server process received, by process, in the order they started.
-function readTrace(file) {
-  const byPid = new Map();
-  for (const line of fs.readFileSync(file, "utf8").trim().split("\n")) {
-    const [pid, method] = line.split(" ");
-    if (!byPid.has(pid)) byPid.set(pid, []);
-    byPid.get(pid).push(method);
-  }
-  return [...byPid.values()];
 }
 
 // features lists and calls every tool, elicitation answered by the client's handler.

@@ -23,6 +23,7 @@ import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { readTrace } from "./trace.mjs";
 
 const here = import.meta.dirname;
 const aggregator = process.env.AGGREGATOR || path.resolve(here, "../../bin/mcp-simple-aggregator");
@@ -398,18 +399,6 @@ function strays(session, others) {
         return `${pid}`;
       }
     });
-}
-
-// readTrace is the methods each modern-server process received, by process, in the order they
-// started.
-function readTrace(file) {
-  const byPid = new Map();
-  for (const line of fs.readFileSync(file, "utf8").trim().split("\n")) {
-    const [pid, method] = line.split(" ");
-    if (!byPid.has(pid)) byPid.set(pid, []);
-    byPid.get(pid).push(method);
-  }
-  return [...byPid.values()];
 }
 
 // 3. A legacy client (the SDK's default): unchanged.
