@@ -325,22 +325,32 @@ func (c *catalog) resourceOwner(uri string) (*server, string) {
 	return nil, fmt.Sprintf("no server lists it or a template that matches it, and several servers use URIs of its scheme (%s)", keyList(users))
 }
 
+// named finds the tool or prompt (k) of the exposed name; a tool also by the name its server
+// declared when exactly one server lists it (an MCP App calls its server's tools so).
+func (c *catalog) named(k kind, name []byte) (entry, bool) {
+	if k == kindPrompts {
+		e, ok := c.prompts[string(name)]
+		return e, ok
+	}
+	if e, ok := c.tools[string(name)]; ok {
+		return e, true
+	}
+	e, ok := c.bare[string(name)]
+	return e, ok && e.server != nil
+}
+
 // inputTarget is the server a request that may be answered with input_required (inputMethods)
 // goes to: the owner of its tool, prompt or resource; nil when none.
 func (c *catalog) inputTarget(method string, params json.RawMessage) *server {
 	switch method {
 	case "tools/call", "prompts/get":
 		name, _ := rawjson.StringMember(params, "name")
-		byName := c.tools
+		k := kindTools
 		if method == "prompts/get" {
-			byName = c.prompts
+			k = kindPrompts
 		}
-		if e, ok := byName[name]; ok {
-			return e.server
-		}
-		if e, ok := c.bare[name]; ok && method == "tools/call" {
-			return e.server
-		}
+		e, _ := c.named(k, []byte(name))
+		return e.server
 	case "resources/read":
 		uri, _ := rawjson.StringMember(params, "uri")
 		s, _ := c.resourceOwner(uri)

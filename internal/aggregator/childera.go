@@ -611,12 +611,7 @@ func (a *Aggregator) fulfil(c *call, s *server, result json.RawMessage) {
 	}
 	params := retryParams(ch.params, responses, ir.RequestState)
 	leg := &call{to: s, fromID: c.fromID, method: c.method, doing: c.doing, subject: c.subject, req: c.req, label: c.label, value: c.value, mrtr: ch, start: c.start, args: c.args}
-	var token []byte
-	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
-		if ts, te, ok := rawjson.Member(params[ms:me], "progressToken"); ok {
-			token = params[ms+ts : ms+te]
-		}
-	}
+	token := tokenOf(params)
 	select {
 	case <-ch.cancel:
 		return

@@ -234,10 +234,9 @@ func pageHint(h *cacheHint, first bool, raw map[string]json.RawMessage) {
 	_ = json.Unmarshal(raw["ttlMs"], &ttl)
 	var scope string
 	_ = json.Unmarshal(raw["cacheScope"], &scope)
-	if first {
-		*h = cacheHint{ttlMs: max(ttl, 0), public: scope == "public"}
-		return
+	page := cacheHint{ttlMs: max(ttl, 0), public: scope == "public"}
+	if !first {
+		page = h.merge(page)
 	}
-	h.ttlMs = min(h.ttlMs, max(ttl, 0))
-	h.public = h.public && scope == "public"
+	*h = page
 }

@@ -34,6 +34,15 @@ func scanParams(params json.RawMessage, key string) (keyStart, keyEnd, metaStart
 	return
 }
 
+// tokenOf returns the progress token in the _meta of params, as written; nil when none.
+func tokenOf(params json.RawMessage) []byte {
+	ms, me, ok := rawjson.Member(params, "_meta")
+	if !ok {
+		return nil
+	}
+	return progressToken(params, ms, me)
+}
+
 // progressToken returns the progress token in a request's _meta, as written; nil when none.
 func progressToken(params json.RawMessage, metaStart, metaEnd int) []byte {
 	if metaStart < 0 {
@@ -63,27 +72,18 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 		return
 	}
 	cat := a.catalog.Load()
-	byName := cat.tools
-	if k == kindPrompts {
-		byName = cat.prompts
-	}
 	var e entry
 	var name string
 	if raw, plain := rawjson.String(req.Params[ns:ne]); plain {
-		e, ok = byName[string(raw)] // no allocation on the hot path
+		e, ok = cat.named(k, raw) // no allocation on the hot path
 		if !ok {
 			name = string(raw)
 		}
 	} else if name, ok = rawjson.Decode(req.Params[ns:ne]); ok {
-		e, ok = byName[name]
+		e, ok = cat.named(k, []byte(name))
 	} else {
 		a.answerClient(req.ID, nil, invalidParams("the %s name is not a string: %.80s", what, req.Params[ns:ne]))
 		return
-	}
-	if !ok && k == kindTools {
-		// An MCP App calls its server's tools by the name the server declared.
-		e, ok = cat.bare[name]
-		ok = ok && e.server != nil
 	}
 	if !ok {
 		if w, withheld := cat.withheldAs(k, name); withheld {

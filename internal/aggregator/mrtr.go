@@ -289,10 +289,7 @@ func (a *Aggregator) resume(req *jsonrpc.Request) {
 			pc.call.from.conn.Send(nil, stdio.Response(encodeID(pc.call.fromID), r, nil)...)
 		}
 	}
-	var token []byte
-	if ms, me, ok := rawjson.Member(req.Params, "_meta"); ok {
-		token = progressToken(req.Params, ms, me)
-	}
+	token := tokenOf(req.Params)
 	again, outcome := a.inflight.resume(sus, req, token, a.inputTTL())
 	switch {
 	case outcome:

@@ -93,12 +93,7 @@ func (a *Aggregator) toClientRequest(s *server, m *jsonrpc.Request) {
 	}
 	c := &call{from: s, fromID: m.ID, to: nil, method: m.Method, doing: m.Method}
 	params := m.Params
-	var token []byte
-	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
-		if ts, te, ok := rawjson.Member(params[ms:me], "progressToken"); ok {
-			token = params[ms+ts : ms+te]
-		}
-	}
+	token := tokenOf(params)
 	if !a.queue.isReady() {
 		newToken, res := a.inflight.add(c, token)
 		if res != addOK {
