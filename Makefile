@@ -31,16 +31,23 @@ bench-toolsearch: build
 	$(GO) build -o bin/fixture-server ./internal/fixture/server
 	$(GO) run ./internal/bench -only toolsearch -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
 
-# Before and after: the aggregator at BASE (a commit) against this tree, interleaved in one run
-# (added latency, throughput share, start-up, discovery); writes the compare section of
-# BENCHMARKS.md. For changes to the core: make bench-compare BASE=<the commit before them>.
+# Before and after: the aggregator at BASE (a commit, or several separated by spaces) against
+# this tree, side by side in one run with a direct connection and a byte relay (the floor of any
+# hop): latency and throughput of each pairing of client and server era, the peak memory of an
+# 8 MiB result, start-up and discovery; writes the compare section of BENCHMARKS.md. For
+# changes to the core: make bench-compare BASE=<the last landed commit>.
 BASE ?= HEAD~1
 bench-compare: build
 	$(GO) build -o bin/fixture-server ./internal/fixture/server
-	rm -rf bin/base-src && git worktree prune && git worktree add --detach bin/base-src $(BASE)
-	cd bin/base-src && $(GO) build -o ../base-aggregator ./cmd/mcp-simple-aggregator
-	git worktree remove --force bin/base-src
-	$(GO) run ./internal/bench -aggregator bin/mcp-simple-aggregator -baseline bin/base-aggregator -baseline-label $(BASE) -fixture bin/fixture-server -out BENCHMARKS.md
+	$(GO) build -o bin/gosdk-fixture ./internal/fixture/gosdk
+	@set -e; bins=""; for c in $(BASE); do \
+		rm -rf bin/base-src; git worktree prune; git worktree add --detach bin/base-src $$c >/dev/null; \
+		(cd bin/base-src && $(GO) build -o ../base-aggregator-$$c ./cmd/mcp-simple-aggregator); \
+		git worktree remove --force bin/base-src; bins="$$bins,bin/base-aggregator-$$c"; \
+	done; \
+	labels=$$(echo $(BASE) | tr ' ' ','); \
+	$(GO) run ./internal/bench -aggregator bin/mcp-simple-aggregator -baseline "$${bins#,}" -baseline-label "$$labels" \
+		-fixture bin/fixture-server -gosdk-fixture bin/gosdk-fixture -out BENCHMARKS.md
 
 # The program must build for every platform it supports.
 cross:

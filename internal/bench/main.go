@@ -42,11 +42,16 @@ var (
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
 	only       = flag.String("only", "", "run only this measurement: latency, throughput, startup, discovery, schema, payload, idle, reload, toolsearch")
 	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
-	baseline   = flag.String("baseline", "", "compare with this aggregator binary (an earlier build), interleaved in one run, instead of the usual report")
-	baseLabel  = flag.String("baseline-label", "baseline", "what the baseline is, for the report (a commit)")
+	baseline   = flag.String("baseline", "", "compare with these aggregator binaries (earlier builds, comma-separated), interleaved in one run with a direct connection and a byte relay, instead of the usual report")
+	baseLabel  = flag.String("baseline-label", "baseline", "what the baselines are, for the report (commits, comma-separated)")
+	gosdkBin   = flag.String("gosdk-fixture", "bin/gosdk-fixture", "the go-sdk fixture server binary (a server of either era), for the comparison's modern pairings")
 )
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == relayArg {
+		runRelay(os.Args[2:])
+		return
+	}
 	flag.Parse()
 	log.SetFlags(0)
 	var err error
@@ -63,9 +68,6 @@ func main() {
 	defer os.RemoveAll(dir)
 	b := &bench{dir: dir}
 	if *baseline != "" {
-		if *baseline, err = filepath.Abs(*baseline); err != nil {
-			log.Fatal(err)
-		}
 		report := b.compare()
 		fmt.Print(report)
 		if *out != "" {
@@ -151,9 +153,8 @@ type row struct {
 }
 
 type bench struct {
-	dir         string
-	seq         int
-	useBaseline bool
+	dir string
+	seq int
 }
 
 // session is a client connected to a process.
@@ -218,14 +219,20 @@ func (b *bench) aggregated(n int, args ...string) (*session, time.Duration) {
 	return connect(exec.Command(b.bin(), "--config", b.config(n, args), "--separator", "__"))
 }
 
-// config writes a configuration of n children started with args, and returns its path.
+// config writes a configuration of n fixture servers started with args, and returns its path.
 func (b *bench) config(n int, args []string) string {
+	return b.configOf(n, *fixtureBin, args)
+}
+
+// configOf writes a configuration of n children, each the command with args, and returns its
+// path.
+func (b *bench) configOf(n int, command string, args []string) string {
 	servers := map[string]any{}
 	if args == nil {
 		args = []string{} // null is not an array: the schema would reject it
 	}
 	for i := range n {
-		servers[fmt.Sprintf("s%02d", i)] = map[string]any{"command": *fixtureBin, "args": args}
+		servers[fmt.Sprintf("s%02d", i)] = map[string]any{"command": command, "args": args}
 	}
 	data, _ := json.Marshal(map[string]any{"mcpServers": servers})
 	b.seq++
@@ -236,14 +243,8 @@ func (b *bench) config(n int, args []string) string {
 	return path
 }
 
-// bin is the aggregator binary to start: the one under test, or the baseline while compare
-// measures it.
-func (b *bench) bin() string {
-	if b.useBaseline {
-		return *baseline
-	}
-	return *aggBin
-}
+// bin is the aggregator binary to start.
+func (b *bench) bin() string { return *aggBin }
 
 func call(s *session, name string, args any) {
 	if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args}); err != nil {
@@ -251,10 +252,13 @@ func call(s *session, name string, args any) {
 	}
 }
 
+// echoWarmUp is how many calls echoLatency makes before it measures.
+const echoWarmUp = 200
+
 // echoLatency makes -calls sequential echo calls (after a warm-up) and returns their p50 and p99.
 func echoLatency(s *session, name string) (p50, p99 time.Duration) {
 	args := map[string]any{"text": "hello"}
-	for range 200 {
+	for range echoWarmUp {
 		call(s, name, args)
 	}
 	lat := make([]time.Duration, *calls)

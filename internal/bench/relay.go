@@ -1,0 +1,54 @@
+package main
+
+import (
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"sync"
+)
+
+// The floor of any hop: a process between the client and the child that copies bytes both
+// ways and does nothing else (no framing, no JSON). Whatever an aggregator costs over it is
+// its own doing; what the relay costs over a direct connection is the price of a third
+// process, which no code in the aggregator removes.
+//
+// The benchmark starts itself as the relay: `bench -relay CHILD ARGS...` (relayArg first).
+
+// relayArg, as the first argument, makes the benchmark binary a relay for the command after it.
+const relayArg = "-relay"
+
+// runRelay copies stdin to the child's stdin and the child's stdout to stdout until either
+// side ends, then waits for the child.
+func runRelay(argv []string) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, _ = io.CopyBuffer(in, os.Stdin, make([]byte, 64<<10))
+		in.Close()
+	})
+	_, _ = io.CopyBuffer(os.Stdout, out, make([]byte, 64<<10))
+	_ = cmd.Wait()
+	os.Exit(0)
+}
+
+// relayed is cmd run behind the relay.
+func relayed(cmd *exec.Cmd) *exec.Cmd {
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	return exec.Command(self, append([]string{relayArg, cmd.Path}, cmd.Args[1:]...)...)
+}
