@@ -140,12 +140,16 @@ type Aggregator struct {
 	caps      json.RawMessage
 	tasksCaps json.RawMessage
 
-	client   *stdio.Conn
-	sdk      *sdkConn
-	inflight *table
-	queue    clientQueue // what waits for the client to be ready
-	notify   *debouncer
-	setup    clientSetup // what the client set up on the servers, for their new processes
+	client *stdio.Conn
+	// toServers holds what is relayed to the servers while the client's input has more
+	// messages buffered, toClientBurst what is relayed to the client while a server's has: each
+	// burst is written at once (stdio.Burst).
+	toServers, toClientBurst stdio.Burst
+	sdk                      *sdkConn
+	inflight                 *table
+	queue                    clientQueue // what waits for the client to be ready
+	notify                   *debouncer
+	setup                    clientSetup // what the client set up on the servers, for their new processes
 	// inputs are the legacy client's requests waiting for its input to a modern server, by
 	// the client's ID (childera.go).
 	inputs sync.Map
@@ -467,6 +471,8 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		MaxMessageSize: a.opts.MaxMessageSize,
 		DrainOnEOF:     drainOnEOF,
 		Batches:        a.batches,
+		Burst:          &a.toServers,
+		HeldBy:         &a.toClientBurst,
 	})
 	a.sdk = newSDKConn(a.client)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // Every JSON-RPC message the aggregator writes itself is built here, as the parts of one line
@@ -15,29 +17,34 @@ import (
 
 // request is a request with one of our IDs; params in parts (none, or empty, for no params).
 func request(id, method string, params ...[]byte) [][]byte {
-	head := `{"jsonrpc":"2.0","id":"` + id + `","method":` + quote(method)
 	if len(params) == 1 && len(params[0]) == 0 {
 		params = nil
 	}
+	head := make([]byte, 0, len(`{"jsonrpc":"2.0","id":"","method":"","params":`)+len(id)+len(method)+8)
+	head = append(append(append(head, `{"jsonrpc":"2.0","id":"`...), id...), `","method":`...)
+	head = appendString(head, method)
 	if len(params) == 0 {
-		return [][]byte{[]byte(head + "}\n")}
+		return [][]byte{append(head, "}\n"...)}
 	}
 	parts := make([][]byte, 0, len(params)+2)
-	parts = append(parts, []byte(head+`,"params":`))
+	parts = append(parts, append(head, `,"params":`...))
 	parts = append(parts, params...)
-	return append(parts, []byte("}\n"))
+	return append(parts, closeLine)
 }
 
-// quote is a method name as a JSON string: as it is in the common case, where it has nothing
+// appendString appends s as a JSON string: as it is in the common case, where it has nothing
 // to escape.
-func quote(method string) string {
-	for i := 0; i < len(method); i++ {
-		if c := method[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return strconv.Quote(method)
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return append(b, marshal(s)...)
 		}
 	}
-	return `"` + method + `"`
+	return append(append(append(b, '"'), s...), '"')
 }
+
+// closeLine ends a message whose last part is a value (never written to).
+var closeLine = []byte("}\n")
 
 // notification is a notification with raw params (none when empty).
 func notification(method string, params json.RawMessage) [][]byte {
@@ -80,7 +87,7 @@ func marshal(v any) json.RawMessage {
 
 // encodeID is a request ID as JSON.
 func encodeID(id jsonrpc.ID) json.RawMessage {
-	b, err := json.Marshal(id.Raw())
+	b, err := stdio.EncodeID(id)
 	if err != nil {
 		return json.RawMessage("null")
 	}

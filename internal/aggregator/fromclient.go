@@ -94,6 +94,7 @@ func (a *Aggregator) batches() bool {
 // readClient reads the client's messages until its stdin ends.
 func (a *Aggregator) readClient() {
 	defer a.sdk.endInput()
+	defer a.client.EndBurst()
 	for {
 		msg, err := a.client.Read()
 		var bad *stdio.BadLineError

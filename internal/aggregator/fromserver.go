@@ -55,6 +55,7 @@ func init() {
 // readServer reads the messages of s until its stdout ends.
 func (a *Aggregator) readServer(s *server) {
 	defer close(s.readDone)
+	defer s.conn.EndBurst()
 	for {
 		msg, err := s.conn.Read()
 		var bad *stdio.BadLineError

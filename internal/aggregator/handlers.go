@@ -278,8 +278,14 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	if newToken != nil {
 		params = [][]byte{withToken(slices.Concat(params...), newToken)}
 	}
-	// Send does not keep the client's reader waiting for a server that does not read.
-	s.conn.Send(func(err error) {
+	// Send does not keep the client's reader waiting for a server that does not read. What is
+	// relayed may be held for the rest of the client's burst; what the aggregator waits for
+	// itself never is.
+	send := s.conn.SendHeld
+	if c.own() {
+		send = s.conn.Send
+	}
+	send(func(err error) {
 		if !a.inflight.take(c) {
 			return
 		}

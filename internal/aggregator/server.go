@@ -136,7 +136,7 @@ func (a *Aggregator) startProcess(s *server) error {
 		return fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
 	}
 	s.proc = proc
-	s.conn = stdio.New(proc.Stdout, proc.Stdin, &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize})
+	s.conn = stdio.New(proc.Stdout, proc.Stdin, &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize, Burst: &a.toClientBurst, HeldBy: &a.toServers})
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	go a.readServer(s)
 	return nil

@@ -45,7 +45,7 @@ func (a *Aggregator) clientAnswer(resp *jsonrpc.Response) {
 		c.done(resp.Result, encodeError(resp.Error))
 		return
 	}
-	c.from.conn.Send(nil, stdio.Response(encodeID(c.fromID), resp.Result, encodeError(resp.Error))...)
+	c.from.conn.SendHeld(nil, stdio.Response(encodeID(c.fromID), resp.Result, encodeError(resp.Error))...)
 }
 
 // toClient writes a notification to the client, or queues it until the client is ready.

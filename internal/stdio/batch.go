@@ -125,7 +125,7 @@ func (c *Conn) respond(id jsonrpc.ID, parts ...[]byte) error {
 			return nil
 		}
 	}
-	return c.WriteParts(parts...)
+	return c.writeNow(parts...)
 }
 
 // errorLine encodes an error response.

@@ -54,6 +54,12 @@ type Options struct {
 	// line: its messages are read one by one, and the answers to its requests are written
 	// together as one array once the last is in. Otherwise a batch is a bad line.
 	Batches func() bool
+	// Burst, when set, is active while this Conn has more whole messages buffered than the one
+	// Read returned: the writes it holds (HeldBy of other Conns) are written together when
+	// Read would wait for input (burst.go).
+	Burst *Burst
+	// HeldBy, when set, holds the holdable writes to this Conn while that Burst is active.
+	HeldBy *Burst
 }
 
 // Conn carries JSON-RPC messages, one per line, over a reader and a writer. Read must be
@@ -68,14 +74,19 @@ type Conn struct {
 
 	wmu  sync.Mutex
 	wbuf []byte
-	// For Send: the writer's deadline (nil when it has none, as on Windows pipes) and the
-	// messages waiting for a background writer.
-	deadline func(time.Time) error
+	// For Send: a write that takes what the pipe takes at once (nil when the writer cannot
+	// be written without waiting: see tryWriter), and the messages waiting for a background
+	// writer.
+	tryWrite func([]byte) (int, error)
 	qmu      sync.Mutex
 	queue    []queued
 	flushers int
-	closeMu  sync.Once
-	closed   chan struct{}
+	held     heldWrites // during a burst of Options.HeldBy (burst.go)
+	// inBurst says that Read began a burst of Options.Burst that it has not ended; read by
+	// the reader only.
+	inBurst bool
+	closeMu sync.Once
+	closed  chan struct{}
 
 	// Batches: messages of a batch not yet returned by Read, and the batch each request read
 	// in one belongs to until it is answered.
@@ -102,9 +113,7 @@ func New(r io.Reader, w io.Writer, opts *Options) *Conn {
 	}
 	c.rc, _ = r.(io.Closer)
 	c.wc, _ = w.(io.Closer)
-	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok && d.SetWriteDeadline(time.Time{}) == nil {
-		c.deadline = d.SetWriteDeadline
-	}
+	c.tryWrite = tryWriter(w)
 	return c
 }
 

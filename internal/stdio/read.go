@@ -24,6 +24,44 @@ const readBufferSize = 64 << 10
 // returns io.EOF, after waiting for the answers to the requests read when Options.DrainOnEOF
 // says so; once Close or CloseRead was called, io.EOF too.
 func (c *Conn) Read() (jsonrpc.Message, error) {
+	if c.inBurst && !c.moreBuffered() {
+		c.EndBurst()
+	}
+	msg, err := c.read()
+	if err != nil {
+		c.EndBurst()
+	} else if c.opts.Burst != nil && !c.inBurst && c.moreBuffered() {
+		c.inBurst = true
+		c.opts.Burst.begin()
+	}
+	return msg, err
+}
+
+// EndBurst ends the burst Read began, if any: what it held is written. Read does it before it
+// waits for input; a reader that stops calling Read while a burst may be under way calls it.
+func (c *Conn) EndBurst() {
+	if c.inBurst {
+		c.inBurst = false
+		c.opts.Burst.end()
+	}
+}
+
+// moreBuffered reports whether a whole message is buffered beyond the one Read returned last:
+// the next Read will not wait for input.
+func (c *Conn) moreBuffered() bool {
+	if len(c.batchQueue) > 0 {
+		return true
+	}
+	n := c.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	buf, _ := c.r.Peek(n)
+	return bytes.IndexByte(buf, '\n') >= 0
+}
+
+// read is Read without the bursts.
+func (c *Conn) read() (jsonrpc.Message, error) {
 	for {
 		if len(c.batchQueue) > 0 {
 			msg := c.batchQueue[0]
@@ -134,6 +172,13 @@ func (c *Conn) drain() {
 // subscriptions/listen stream, which is answered only when it is cancelled): the end of the
 // input does not wait for its answer (Options.DrainOnEOF).
 func (c *Conn) Standing(id jsonrpc.ID) { c.answered(id) }
+
+// answeredAll notes that the requests ids have been answered.
+func (c *Conn) answeredAll(ids []jsonrpc.ID) {
+	for _, id := range ids {
+		c.answered(id)
+	}
+}
 
 // answered notes that the request id has been answered.
 func (c *Conn) answered(id jsonrpc.ID) {

@@ -2,20 +2,20 @@ package stdio
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"time"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Writing: messages from raw parts, one line each; Send writes inline when the pipe takes it
 // and leaves the rest to a background writer, so that no caller waits for a peer that does not
-// read.
+// read. Writes may be held during a reader's burst (burst.go); a write that is not held writes
+// what is held first, so that the order of the messages to one peer is the order they were
+// given in.
 
-// Write writes msg (a message of the SDK's session) as one line.
+// Write writes msg (a message of the SDK's session) as one line, never held.
 func (c *Conn) Write(msg jsonrpc.Message) error {
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
@@ -27,20 +27,34 @@ func (c *Conn) Write(msg jsonrpc.Message) error {
 		}
 		return c.respond(resp.ID, data, []byte("\n"))
 	}
-	return c.WriteParts(data, []byte("\n"))
+	return c.writeNow(data, []byte("\n"))
 }
 
 // WriteResponse writes the response to request id with an encoded result or error object,
-// as they are.
+// as they are; held during a burst of Options.HeldBy.
 func (c *Conn) WriteResponse(id jsonrpc.ID, result, errObj json.RawMessage) error {
-	if c.opts.DrainOnEOF > 0 {
-		defer c.answered(id)
-	}
-	idJSON, err := json.Marshal(id.Raw())
+	idJSON, err := EncodeID(id)
 	if err != nil {
 		return err
 	}
-	return c.respond(id, Response(idJSON, result, errObj)...)
+	parts := Response(idJSON, result, errObj)
+	if c.inBatches.Load() == 0 && c.holdResponse(id, parts) {
+		return nil
+	}
+	if c.opts.DrainOnEOF > 0 {
+		defer c.answered(id)
+	}
+	return c.respond(id, parts...)
+}
+
+// holdResponse holds a response during a burst (small ones: a large one is written at once,
+// after what is held); the request counts as answered once it is written.
+func (c *Conn) holdResponse(id jsonrpc.ID, parts [][]byte) bool {
+	var ids []jsonrpc.ID
+	if c.opts.DrainOnEOF > 0 {
+		ids = []jsonrpc.ID{id}
+	}
+	return size(parts) <= sendInline && c.opts.HeldBy.hold(c, nil, ids, parts)
 }
 
 // Response is the line answering the request whose ID is id (encoded) with a result, or with
@@ -48,31 +62,85 @@ func (c *Conn) WriteResponse(id jsonrpc.ID, result, errObj json.RawMessage) erro
 // copied or re-encoded. It is the one place a response is built.
 func Response(id, result, errObj json.RawMessage) [][]byte {
 	if errObj != nil {
-		return [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"error":`), errObj, []byte("}\n")}
+		return [][]byte{responseHead, id, errorMember, errObj, lineEnd}
 	}
 	if len(result) == 0 {
-		result = json.RawMessage("null") // the peer sent neither: keep the line valid JSON
+		result = null // the peer sent neither: keep the line valid JSON
 	}
-	return [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), result, []byte("}\n")}
+	return [][]byte{responseHead, id, resultMember, result, lineEnd}
+}
+
+// The constant parts of a response (never written to).
+var (
+	responseHead = []byte(`{"jsonrpc":"2.0","id":`)
+	errorMember  = []byte(`,"error":`)
+	resultMember = []byte(`,"result":`)
+	lineEnd      = []byte("}\n")
+	null         = []byte("null")
+)
+
+// EncodeID is a request ID as JSON: a number as it is, a string quoted.
+func EncodeID(id jsonrpc.ID) (json.RawMessage, error) {
+	switch v := id.Raw().(type) {
+	case int64:
+		return strconv.AppendInt(nil, v, 10), nil
+	case string:
+		if plain(v) {
+			return append(append(append(make([]byte, 0, len(v)+2), '"'), v...), '"'), nil
+		}
+	}
+	return json.Marshal(id.Raw())
+}
+
+// plain reports whether s needs no escaping in JSON (printable ASCII without " and \, and
+// none of the characters encoding/json escapes for HTML).
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteParts writes the concatenation of parts as one message: one line of JSON that ends with
-// a newline.
+// a newline. It is held during a burst of Options.HeldBy (small messages only).
 func (c *Conn) WriteParts(parts ...[]byte) error {
+	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, nil, nil, parts) {
+		return nil
+	}
+	return c.writeNow(parts...)
+}
+
+// writeNow writes parts now, after what is held, waiting for the peer to take them.
+func (c *Conn) writeNow(parts ...[]byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.writeLocked(parts...)
 }
 
+// writeLocked writes what is held, then parts. Callers hold wmu.
 func (c *Conn) writeLocked(parts ...[]byte) error {
+	c.qmu.Lock()
+	held := c.held.take()
+	c.qmu.Unlock()
+	err := c.writeParts(held.data, parts)
+	if err != nil {
+		held.fail(err)
+	}
+	c.answeredAll(held.ids)
+	return err
+}
+
+// writeParts writes first and then parts, as one write when they are small; a large part is
+// written on its own instead of being copied. Callers hold wmu.
+func (c *Conn) writeParts(first []byte, parts [][]byte) error {
 	select {
 	case <-c.closed:
 		return fmt.Errorf("write: %w", io.ErrClosedPipe)
 	default:
 	}
-	// Small messages are joined into one write; a large part is written on its own instead of
-	// being copied.
-	buf := c.wbuf[:0]
+	buf := append(c.wbuf[:0], first...)
 	for _, p := range parts {
 		if len(p) > 64<<10 {
 			if len(buf) > 0 {
@@ -99,16 +167,16 @@ func (c *Conn) writeLocked(parts ...[]byte) error {
 	return nil
 }
 
-// queued is a message waiting for Send's background writer.
+// queued is a message waiting for Send's background writer: its parts, who to tell should it
+// fail, and the responses among what it holds, answered once it is written.
 type queued struct {
 	parts  [][]byte
 	failed func(error)
+	ids    []jsonrpc.ID
 }
 
-// sendWait is how long Send lets its caller wait for a peer that is not reading.
-const sendWait = time.Millisecond
-
-// sendInline is the largest message Send tries to write at once: what fits into a pipe.
+// sendInline is the largest message Send tries to write at once: what fits into a pipe. It is
+// also the largest that is held during a burst.
 const sendInline = 64 << 10
 
 // Send writes the concatenation of parts as one message, like WriteParts, without keeping the
@@ -116,19 +184,20 @@ const sendInline = 64 << 10
 // once is finished by a background writer, which also takes every later Send until it has
 // caught up, so that messages stay whole and in order. The parts must not change afterwards.
 // failed, when not nil, is called if the message cannot be written; it may be called from
-// another goroutine.
+// another goroutine. It is never held: see SendHeld.
 //
 // The aggregator forwards the client's calls with Send from the goroutine that reads the
 // client: writing from a new goroutine instead cost a scheduler hop, 40 µs a call here.
 func (c *Conn) Send(failed func(error), parts ...[]byte) {
-	size := 0
-	for _, p := range parts {
-		size += len(p)
-	}
 	c.qmu.Lock()
-	if c.flushers > 0 || c.deadline == nil || size > sendInline || !c.wmu.TryLock() {
-		c.queue = append(c.queue, queued{parts, failed})
-		start := c.flushers == 0
+	if c.flushers > 0 || c.tryWrite == nil || size(parts)+len(c.held.data) > sendInline || !c.wmu.TryLock() {
+		if held := c.held.take(); len(held.data) > 0 {
+			c.queue = append(c.queue, queued{[][]byte{held.data}, held.fail, held.ids})
+		}
+		if len(parts) > 0 {
+			c.queue = append(c.queue, queued{parts, failed, nil})
+		}
+		start := c.flushers == 0 && len(c.queue) > 0
 		if start {
 			c.flushers++
 		}
@@ -138,43 +207,76 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		}
 		return
 	}
+	held := c.held.take()
 	c.qmu.Unlock()
 	// Holding wmu.
 	select {
 	case <-c.closed:
 		c.wmu.Unlock()
+		err := fmt.Errorf("write: %w", io.ErrClosedPipe)
+		held.fail(err)
 		if failed != nil {
-			failed(fmt.Errorf("write: %w", io.ErrClosedPipe))
+			failed(err)
 		}
 		return
 	default:
 	}
-	buf := c.wbuf[:0]
+	buf := append(c.wbuf[:0], held.data...)
 	for _, p := range parts {
 		buf = append(buf, p...)
 	}
 	c.wbuf = buf[:0]
-	_ = c.deadline(time.Now().Add(sendWait))
-	n, err := c.w.Write(buf)
-	_ = c.deadline(time.Time{})
-	switch {
-	case err == nil:
+	if len(buf) == 0 {
 		c.wmu.Unlock()
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		// The peer is not reading: the rest of this message goes first, written by a
-		// background writer that takes over the lock, so nothing else gets in between.
+		return
+	}
+	n, err := c.tryWrite(buf)
+	switch {
+	case err == nil && n == len(buf):
+		c.wmu.Unlock()
+		c.answeredAll(held.ids)
+	case err == nil:
+		// The pipe is full (the peer is not reading): the rest of this message goes first,
+		// written by a background writer that takes over the lock, so nothing else gets in
+		// between.
 		rest := append([]byte(nil), buf[n:]...)
+		fail := func(err error) {
+			held.fail(err)
+			if failed != nil {
+				failed(err)
+			}
+		}
 		c.qmu.Lock()
-		c.queue = append([]queued{{[][]byte{rest}, failed}}, c.queue...)
+		c.queue = append([]queued{{[][]byte{rest}, fail, held.ids}}, c.queue...)
 		c.flushers++
 		c.qmu.Unlock()
 		go c.flush(true)
 	default:
 		c.wmu.Unlock()
+		c.answeredAll(held.ids)
+		held.fail(err)
 		if failed != nil {
 			failed(err)
 		}
 	}
+}
+
+// SendHeld is Send, held during a burst of Options.HeldBy (see Burst): for messages that
+// nothing the burst's readers do waits on.
+func (c *Conn) SendHeld(failed func(error), parts ...[]byte) {
+	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, failed, nil, parts) {
+		return
+	}
+	c.Send(failed, parts...)
+}
+
+// flushHeld writes what is held, at the end of a burst.
+func (c *Conn) flushHeld() {
+	if c.tryWrite != nil {
+		c.Send(nil)
+		return
+	}
+	_ = c.writeNow()
 }
 
 // flush writes the queued messages in order until none is left. locked says whether the
@@ -198,5 +300,15 @@ func (c *Conn) flush(locked bool) {
 		if err := c.writeLocked(q.parts...); err != nil && q.failed != nil {
 			q.failed(err)
 		}
+		c.answeredAll(q.ids)
 	}
+}
+
+// size is the length of the message parts make.
+func size(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
 }

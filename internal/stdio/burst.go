@@ -1,0 +1,107 @@
+package stdio
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Bursts: a reader that has more messages waiting in its buffer holds back what it writes,
+// and writes it together once its buffer is empty. Under load one read brings several
+// messages; written one by one, each is a system call and a wake-up of the peer, which a
+// byte-copying relay does not pay (it writes what it read in one go: BENCHMARKS.md, "Back to
+// the floor"). A single message, the usual case, is never held.
+//
+// A Burst joins readers and writers: Options.Burst of a reading Conn begins the burst while
+// that Conn has a whole message buffered beyond the one Read returns, and ends it at the next
+// Read that would wait for input; writes marked as holdable (Conn.SendHeld, and every write of
+// WriteResponse and WriteParts) to a Conn whose Options.HeldBy is that Burst are held while it
+// is active. Every end of a burst writes everything held, so nothing waits longer than the
+// readers' handling of what they already read. Order per Conn is kept: any write that is not
+// held writes what is held first.
+//
+// Nothing must wait for a held write to arrive while a reader of its Burst waits for that:
+// the aggregator holds only what it relays, never the requests it waits on itself.
+
+// Burst is a set of readers whose bursts hold back writes. The zero value is ready to use.
+type Burst struct {
+	active atomic.Int32 // readers in a burst
+	mu     sync.Mutex   // guards holding and ending, and held
+	held   []*Conn      // the Conns with held writes
+}
+
+// begin starts a reader's burst.
+func (b *Burst) begin() {
+	b.mu.Lock()
+	b.active.Add(1)
+	b.mu.Unlock()
+}
+
+// end ends a reader's burst and writes everything held.
+func (b *Burst) end() {
+	b.mu.Lock()
+	b.active.Add(-1)
+	held := b.held
+	b.held = nil
+	b.mu.Unlock()
+	for _, c := range held {
+		c.flushHeld()
+	}
+}
+
+// hold adds parts to the writes held for c, when a burst is active; it reports false when none
+// is, and the caller writes them now. ids are the responses among them, answered once written.
+func (b *Burst) hold(c *Conn, failed func(error), ids []jsonrpc.ID, parts [][]byte) bool {
+	if b == nil || b.active.Load() == 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.active.Load() == 0 {
+		return false
+	}
+	c.qmu.Lock()
+	if c.flushers > 0 {
+		// Its background writer is busy with earlier messages: this one goes after them.
+		c.queue = append(c.queue, queued{[][]byte{slices.Concat(parts...)}, failed, ids})
+		c.qmu.Unlock()
+		return true
+	}
+	first := len(c.held.data) == 0
+	for _, p := range parts {
+		c.held.data = append(c.held.data, p...)
+	}
+	if failed != nil {
+		c.held.failed = append(c.held.failed, failed)
+	}
+	c.held.ids = append(c.held.ids, ids...)
+	c.qmu.Unlock()
+	if first {
+		b.held = append(b.held, c)
+	}
+	return true
+}
+
+// heldWrites are the writes a Conn holds for a burst: their bytes, in order, and the functions
+// to tell should they fail. Guarded by Conn.qmu.
+type heldWrites struct {
+	data   []byte
+	failed []func(error)
+	ids    []jsonrpc.ID // responses among them, answered once written (Options.DrainOnEOF)
+}
+
+// take returns the held writes and clears them.
+func (h *heldWrites) take() heldWrites {
+	out := *h
+	*h = heldWrites{}
+	return out
+}
+
+// fail tells the held writes' senders that they could not be written.
+func (h heldWrites) fail(err error) {
+	for _, f := range h.failed {
+		f(err)
+	}
+}
