@@ -29,16 +29,19 @@
 //	check.go       the check command
 //	limits.go      the clients' limits: how many tools, which names (Cursor)
 //
-// The two protocol eras (legacy: initialize, up to 2025-11-25; modern: 2026-07-28, stateless):
+// The two protocol eras (legacy: initialize, up to 2025-11-25; modern: 2026-07-28). What is
+// pure (versions, the envelope, translations, the requestState codec) is internal/era; the
+// routing files ask a peer's side, never its era:
 //
-//	era.go         the eras' names, the modern _meta keys, cache hints
-//	eraenvelope.go the modern envelope read, written and translated: the one file a new
-//	               revision of it touches
-//	modern.go      a modern client: server/discover, its requests, the removed methods
-//	listen.go      a modern client's subscriptions/listen streams
-//	mrtr.go        a legacy server's requests as a modern client's input_required rounds
-//	childera.go    servers of either era: the probe, the envelope of a modern one, its
-//	               listen, and its input_required carried for a legacy client
+//	sides.go         the two interfaces: clientSide (a session), serverSide (a process)
+//	clientlegacy.go  a legacy client
+//	clientmodern.go  a modern client: server/discover, its requests, the removed methods
+//	streams.go       a modern client's subscriptions/listen streams
+//	suspend.go       a legacy server's requests as a modern client's input_required rounds
+//	serverlegacy.go  a legacy server: initialize, logging/setLevel, resources/subscribe
+//	servermodern.go  a modern server: the envelope, its listen, server/discover as health
+//	probe.go         the server/discover probe that settles a server's era
+//	fulfil.go        a modern server's input_required carried through for a legacy client
 //
 // What the go-sdk still does: for a legacy client, the handshake (its ServerSession
 // negotiates the protocol version, records the client's initialize and answers it through
@@ -68,6 +71,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
@@ -150,25 +154,19 @@ type Aggregator struct {
 	queue                    clientQueue // what waits for the client to be ready
 	notify                   *debouncer
 	setup                    clientSetup // what the client set up on the servers, for their new processes
-	// inputs are the legacy client's requests waiting for its input to a modern server, by
-	// the client's ID (childera.go).
-	inputs sync.Map
-	// probeExits are the entries whose process exited on the server/discover probe, by
-	// probeKey (childera.go): true when the process started again was initialized (later ones
-	// are spoken to in the legacy era without a probe), false when it failed too (later ones
-	// are not started twice).
-	probeExits sync.Map
+	// streamsMu orders what is written on a modern client's listen streams: a stream's
+	// acknowledgement before its notifications (streams.go).
+	streamsMu sync.Mutex
 
 	// session is what the client said in initialize, published once it is answered;
 	// initializing is the same while the SDK answers it (read by its middleware only).
 	session      atomic.Pointer[clientSession]
 	initializing *clientSession
 	// instructions are the servers' instructions combined at the start-up; discover is the
-	// answer to a modern client's server/discover (modern.go).
+	// answer to a modern client's server/discover (clientmodern.go).
 	instructions string
 	discover     json.RawMessage
-	listens      streams  // a modern client's subscriptions/listen streams (listen.go)
-	stateKey     [32]byte // the HMAC key of the requestStates the aggregator mints (mrtr.go)
+	stateKey     [32]byte // the HMAC key of the requestStates the aggregator mints (suspend.go)
 
 	closeOnce sync.Once
 }
@@ -191,7 +189,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 			a.log.Debug("not started: "+sk.Reason, "server", sk.Key)
 		}
 	}
-	go mcpschema.Warm(mcpschema.Legacy) // beside the servers' start: the first catalog checks definitions
+	go mcpschema.Warm(era.Legacy) // beside the servers' start: the first catalog checks definitions
 	started := false
 	for _, res := range a.spawnAll(cfg.Servers) {
 		a.enroll(res)
@@ -276,13 +274,13 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	a.reloadMu.Lock() // a reload before the client came respawned what it changed
 	defer a.reloadMu.Unlock()
 	version := cs.version
-	if cs.era == modern {
-		version = serverProtocols[0] // what a legacy server is told; a modern one gets _meta
+	if era.Of(version) == era.Modern {
+		version = era.Latest(era.Legacy) // what a legacy server is told; a modern one gets _meta
 	}
 	params := a.serverInit(version, cs.caps, cs.info)
 	r := &a.roster
 	r.mu.Lock()
-	r.started, r.params, r.clientEra = true, params, cs.era
+	r.started, r.params, r.clientEra = true, params, cs.side.era()
 	cfg := r.cfg
 	r.mu.Unlock()
 	results := a.initAll(ctx, params)
@@ -394,8 +392,8 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 	// Created before any watcher can trigger it; it sends only once the client has said it
 	// is initialized (the queue is flushed after Serve has connected the client).
 	a.notify = newDebouncer(10*time.Millisecond, func(method string) {
-		if a.queue.isReady() {
-			a.listChanged(method)
+		if side := a.side(); side != nil && a.queue.isReady() {
+			side.listChanged(method)
 		}
 	})
 	return a, nil
@@ -476,7 +474,7 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 	})
 	a.sdk = newSDKConn(a.client)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
-		SupportedProtocolVersions: protocolVersions,
+		SupportedProtocolVersions: era.VersionsOf(era.Legacy),
 		Logger:                    slog.New(slog.DiscardHandler),
 	})
 	srv.AddReceivingMiddleware(a.initializeMiddleware)
@@ -494,6 +492,9 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		// interrupted. The program exits once the servers are stopped.
 		err = ctx.Err()
 	}
+	if side := a.side(); side != nil {
+		side.end() // what waits for the client is answered: it will not be
+	}
 	if a.startErr != nil {
 		return a.startErr
 	}
@@ -506,6 +507,7 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 // Close stops every server; it returns when all of them have exited.
 func (a *Aggregator) Close() {
 	a.closeOnce.Do(func() {
+		a.log.Debug("stopping the servers", "pending", a.inflight.pending())
 		r := &a.roster
 		r.mu.Lock()
 		a.closing.Store(true)
@@ -513,7 +515,7 @@ func (a *Aggregator) Close() {
 		var procs []*server
 		for _, sl := range r.slots {
 			a.stopTimer(sl)
-			sl.release()
+			a.release(sl)
 			if sl.proc != nil {
 				procs = append(procs, sl.proc)
 			}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/yosida95/uritemplate/v3"
 
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
@@ -40,7 +40,7 @@ var kinds = [numKinds]struct{ method, field, changed string }{
 type catalog struct {
 	servers []*server // the servers it was built from, in key order
 	sep     string
-	era     mcpschema.Era // the era whose schema the definitions were checked against
+	era     era.Era // the client's era: its schema checked the definitions, and its lists are in its shape
 
 	tools map[string]entry // by exposed name
 	// bare are the tools by the name their server gives them, for an MCP App's own calls
@@ -61,7 +61,7 @@ type catalog struct {
 	instructions map[string]string
 
 	lists [numKinds]json.RawMessage // the encoded list results
-	hints [numKinds]cacheHint       // their cache hints, for a modern client (modern.go)
+	hints [numKinds]era.CacheHint   // their cache hints, for a modern client
 
 	// warnings are the collisions of resources and templates between servers: each names
 	// both servers and which one wins.
@@ -94,20 +94,20 @@ type template struct {
 // buildCatalog builds the catalog of servers (in key order) for a client of the legacy era
 // (every protocol version up to 2025-11-25): see buildCatalogFor.
 func buildCatalog(servers []*server, sep string) (*catalog, error) {
-	return buildCatalogFor(servers, sep, mcpschema.Legacy)
+	return buildCatalogFor(servers, sep, era.Legacy)
 }
 
-// buildCatalogFor builds the catalog of servers (in key order) for a client of era. Two
+// buildCatalogFor builds the catalog of servers (in key order) for a client of clientEra. Two
 // tools, or two prompts, that would get the same exposed name are an error naming both. A
 // resource URI or template that two servers list goes to the server whose key sorts first;
 // the other's entry is left out of the list, with a warning. A definition that breaks the
-// schema of era is withheld (withheld.go): it is left out of the lists, and takes no part in
+// schema of clientEra is withheld (withheld.go): it is left out of the lists, and takes no part in
 // collisions.
-func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog, error) {
+func buildCatalogFor(servers []*server, sep string, clientEra era.Era) (*catalog, error) {
 	c := &catalog{
 		servers:       servers,
 		sep:           sep,
-		era:           era,
+		era:           clientEra,
 		tools:         map[string]entry{},
 		bare:          map[string]entry{},
 		hidden:        map[string]string{},
@@ -119,7 +119,7 @@ func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog
 	var problems []string
 	var defs [numKinds][]json.RawMessage
 	for _, s := range servers {
-		bad := screen(s, era)
+		bad := screen(s, clientEra)
 		for _, named := range []struct {
 			k      kind
 			what   string
@@ -141,12 +141,10 @@ func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog
 						c.hidden[e.exposed] = why
 						continue
 					}
-					if era == mcpschema.Modern && s.era == legacy {
-						var why string
-						if e.def, why = legacyExecution(e.def); why != "" {
-							c.hidden[e.exposed] = why
-							continue
-						}
+					var why string
+					if e.def, why = era.Tool(s.side().era(), clientEra, e.def); why != "" {
+						c.hidden[e.exposed] = why
+						continue
 					}
 				}
 				if w, withheld := bad[k][i]; withheld {
@@ -224,11 +222,9 @@ func buildCatalogFor(servers []*server, sep string, era mcpschema.Era) (*catalog
 	for k := range numKinds {
 		c.lists[k] = encodeList(kinds[k].field, defs[k])
 		c.hints[k] = listHint(servers, k)
-		if era == mcpschema.Modern {
-			// A modern client's lists carry their envelope: made once here, so that listing
-			// stays a copy.
-			c.lists[k] = rawjson.Prepend(withCacheHint(c.lists[k], c.hints[k]), `"resultType":"complete"`)
-		}
+		// A modern client's lists carry their envelope: made once here, so that listing stays
+		// a copy.
+		c.lists[k] = era.List(clientEra, c.lists[k], c.hints[k])
 	}
 	return c, nil
 }
@@ -244,21 +240,6 @@ func expose(s *server, def json.RawMessage, sep string) (entry, error) {
 	e.quoted, _ = json.Marshal(e.original) // a string always encodes
 	e.def, _, _ = renameTool(def, e.exposed)
 	return e, nil
-}
-
-// legacyExecution is a legacy server's tool definition for a modern client: without
-// "execution" (the legacy tasks' taskSupport: 2026-07-28 has tasks as an extension, and no
-// such member); why is set when the tool can only run as a legacy task, which a modern client
-// cannot ask for: it is not listed.
-func legacyExecution(def json.RawMessage) (json.RawMessage, string) {
-	es, ee, ok := rawjson.Member(def, "execution")
-	if !ok {
-		return def, ""
-	}
-	if support, _ := rawjson.StringMember(def[es:ee], "taskSupport"); support == "required" {
-		return def, `run only as a task of protocol 2025-11-25 (its execution.taskSupport is "required"), which a client of 2026-07-28 cannot ask for`
-	}
-	return without(def, "execution"), ""
 }
 
 // addScheme records that s uses the URI scheme of uri.
@@ -323,6 +304,23 @@ func (c *catalog) resourceOwner(uri string) (*server, string) {
 		return nil, fmt.Sprintf("no server lists it or a template that matches it, and no server uses URIs of its scheme (servers with resources: %s)", keyList(offering))
 	}
 	return nil, fmt.Sprintf("no server lists it or a template that matches it, and several servers use URIs of its scheme (%s)", keyList(users))
+}
+
+// listHint is the cache hint of the aggregator's list k: that of the servers' lists merged. No
+// server: public and stale at once. Called under roster.mu.
+func listHint(servers []*server, k kind) era.CacheHint {
+	h, first := era.CacheHint{Public: true}, true
+	for _, s := range servers {
+		if !s.offersList(k) {
+			continue
+		}
+		if first {
+			h, first = s.hints[k], false
+			continue
+		}
+		h = h.Merge(s.hints[k])
+	}
+	return h
 }
 
 // named finds the tool or prompt (k) of the exposed name; a tool also by the name its server

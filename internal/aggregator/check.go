@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 )
 
@@ -136,7 +137,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 				r.UnmatchedPatterns = append(r.UnmatchedPatterns, config.Warning{File: cfg.File, Problem: p}.String())
 			}
 			// The era of the client check stands for: the one of the protocol it declares.
-			withheld := screen(s, mcpschema.EraOf(serverProtocols[0]))
+			withheld := screen(s, era.Of(era.Latest(era.Legacy)))
 			for k := range numKinds {
 				for i := range s.lists[k] {
 					if w, ok := withheld[k][i]; ok {
@@ -146,7 +147,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			}
 			r.Tools = len(names) - r.HiddenTools - len(withheld[kindTools])
 			r.Prompts = len(s.lists[kindPrompts]) - len(withheld[kindPrompts])
-			r.Resources, r.Protocol, r.Era = len(s.lists[kindResources])-len(withheld[kindResources]), s.protocol, s.era.String()
+			r.Resources, r.Protocol, r.Era = len(s.lists[kindResources])-len(withheld[kindResources]), s.protocol, s.side().era().String()
 			r.InstructionsChars = length(strings.TrimSpace(s.instructions))
 			r.LoginShellPath = s.proc.LoginShellPath()
 		} else {

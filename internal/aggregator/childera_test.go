@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // Children of either era (childera.go), driven by a legacy client of raw JSON-RPC lines: the
@@ -115,10 +116,30 @@ func TestProbeFallback(t *testing.T) {
 		`era: legacy (it answered server/discover with the error -32602 "Invalid params: unknown request before initialize") server=invalid`,
 		`era: legacy (it answered server/discover with the error -32601 "Method not found") server=plain`,
 		`era: legacy (its process exited with status 5 on the server/discover probe; started again for initialize) server=exits`,
-		`era: legacy (an earlier process of the same entry exited on the server/discover probe) server=exits`,
+		`era: legacy (its last process served in the legacy era; not probed) server=exits`,
 		`server "future" could not start and stays down (the other servers are served): command "` + fixtureBin + `" server/discover failed: it speaks only the protocol versions 2099-01-01, and mcp-simple-aggregator speaks 2026-07-28, 2025-11-25`,
 	} {
 		if !strings.Contains(log, want) {
+			t.Errorf("the log has no %q", want)
+		}
+	}
+}
+
+// A server that starts too slowly to answer the probe in time reads it late: a go-sdk server of
+// both eras then refuses initialize ("duplicate initialize": the probe began a modern session),
+// and a modern-only one refuses it anyway. Its late answer to the probe says it is modern, and
+// it is served in that era instead of failing to start (npx fetching a package, go run
+// compiling: the README's demo hit this).
+func TestProbeAnsweredLate(t *testing.T) {
+	c := serve(t, Options{ProbeTimeout: 200 * time.Millisecond, StartupTimeout: 20 * time.Second},
+		gs("dual", "-era", "dual", "-start-delay", "700ms"), gs("mod", "-era", "modern", "-start-delay", "700ms"))
+	c.initialize(`{}`)
+	for _, key := range []string{"dual", "mod"} {
+		got := structured(t, c.call("tools/call", `{"name":"`+key+`:whoami"}`))
+		if got["protocolVersion"] != "2026-07-28" {
+			t.Errorf("%s is spoken to in %v, want 2026-07-28", key, got["protocolVersion"])
+		}
+		if want := "era: modern (it answered server/discover after the probe's timeout, and refused initialize: "; !strings.Contains(c.log.String(), want) {
 			t.Errorf("the log has no %q", want)
 		}
 	}
@@ -352,28 +373,15 @@ func TestEnvelopePassesThrough(t *testing.T) {
 	}
 }
 
-// The cache hints of a modern child's lists are kept: the smallest ttlMs of the pages, and
-// private when any page is.
+// The cache hints of a modern child's lists are kept (the pages merged: internal/era's
+// tests), and a legacy child's lists have none.
 func TestListHint(t *testing.T) {
-	var h cacheHint
-	pages := []string{`{"ttlMs":500,"cacheScope":"public"}`, `{"ttlMs":200,"cacheScope":"public"}`, `{"ttlMs":900,"cacheScope":"private"}`}
-	for i, p := range pages {
-		var raw map[string]json.RawMessage
-		json.Unmarshal([]byte(p), &raw)
-		pageHint(&h, i == 0, raw)
-		if i == 1 && h != (cacheHint{ttlMs: 200, public: true}) {
-			t.Errorf("after two public pages: %+v", h)
-		}
-	}
-	if h != (cacheHint{ttlMs: 200}) {
-		t.Errorf("hint %+v; want ttlMs 200, private", h)
-	}
 	c := serve(t, Options{}, gs("m", "-era", "modern"), fx("old"))
 	c.initialize(`{}`)
 	c.agg.roster.mu.Lock()
 	m, old := c.agg.roster.slots["m"].proc.hints[kindTools], c.agg.roster.slots["old"].proc.hints[kindTools]
 	c.agg.roster.mu.Unlock()
-	if !m.public || old != (cacheHint{}) {
+	if !m.Public || old != (era.CacheHint{}) {
 		t.Errorf("hints: modern child %+v (the go-sdk says public), legacy child %+v (want none)", m, old)
 	}
 }

@@ -1,13 +1,14 @@
 package aggregator
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
@@ -75,15 +76,7 @@ func logNotification(level, text string) [][]byte {
 
 // marshal encodes v as JSON without escaping <, > and & (encoding/json's default, for HTML):
 // the texts the aggregator writes (instructions) are read by people and models.
-func marshal(v any) json.RawMessage {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
+func marshal(v any) json.RawMessage { return rawjson.Marshal(v) }
 
 // encodeID is a request ID as JSON.
 func encodeID(id jsonrpc.ID) json.RawMessage {
@@ -97,12 +90,10 @@ func encodeID(id jsonrpc.ID) json.RawMessage {
 // The aggregator's own error answers. Every message has one form: the meaning of the code as
 // the MCP SDKs write it ("Invalid params", "Method not found", "Unknown tool", ...), a colon,
 // and what went wrong in this case, with what to do where the user can do something.
-const codeResourceNotFound = -32002 // MCP: a resource that does not exist
 
 // rpcError encodes a JSON-RPC error object.
 func rpcError(code int64, data json.RawMessage, format string, args ...any) json.RawMessage {
-	b, _ := json.Marshal(&jsonrpc.Error{Code: code, Message: fmt.Sprintf(format, args...), Data: data})
-	return b
+	return stdio.ErrorObject(code, data, fmt.Sprintf(format, args...))
 }
 
 func invalidParams(format string, args ...any) json.RawMessage {
@@ -122,7 +113,7 @@ func unknownName(what, name string) json.RawMessage {
 // with the URI in data), saying why no server was chosen.
 func resourceNotFound(uri, why string) json.RawMessage {
 	data, _ := json.Marshal(map[string]string{"uri": uri})
-	return rpcError(codeResourceNotFound, data, "Resource not found: %s: %s", uri, why)
+	return rpcError(era.CodeResourceNotFound, data, "Resource not found: %s: %s", uri, why)
 }
 
 // serverGone is the answer to a request whose server went down or cannot be written to; then

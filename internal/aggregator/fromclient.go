@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
@@ -15,17 +16,15 @@ import (
 // What arrives from the client: one goroutine (readClient) reads its stdin and decides each
 // message here.
 //
-//	before the initialize answer   initialize: to the SDK's session, and nothing more is read
-//	                               until it is answered; server/discover, or a request with a
-//	                               modern protocol version in _meta: a modern session
-//	                               (modern.go); anything else: to the SDK's session, which
-//	                               refuses requests before initialize
-//	a modern session               modernRequest: the envelope checked, then routed as below
-//	a request (clientRequests)     routed by name, URI or task, fanned out, or answered from
-//	                               the catalog (handlers.go)
-//	a notification                 clientNotifications
-//	an answer                      to the server's request in flight with its ID
-//	anything else                  the SDK's session: the handshake, ping, unknown methods
+//	before the session        initialize: a legacy session (the SDK's session answers it, and
+//	                          nothing more is read until it is answered); server/discover, or
+//	                          a request with a modern protocol version in _meta: a modern
+//	                          session (startModern); anything else: refused (the SDK's session
+//	                          refuses requests before initialize, and takes ping)
+//	a request                 the session's side (clientSide.request): routed by name, URI or
+//	                          task, fanned out, or answered from the catalog (handlers.go)
+//	a notification            the session's side (clientNotifications for a legacy one)
+//	an answer                 to the server's request in flight with its ID
 //	a line that is not a message   a JSON-RPC error, and the session goes on
 
 // clientRequests are the client's requests the aggregator handles itself; the list methods
@@ -61,10 +60,11 @@ var clientNotifications = map[string]func(a *Aggregator, m *jsonrpc.Request) boo
 	"notifications/roots/list_changed": (*Aggregator).broadcast,
 }
 
-// clientSession is what the client said in initialize. It is set once, when the answer to
-// initialize is written, and never changes.
+// clientSession is what the client said of itself: in initialize, or in its first modern
+// request. It is set once, when the session begins, and never changes (a client that probes
+// and then sends initialize begins a legacy session in its place: legacyAfterModern).
 type clientSession struct {
-	era     era                        // legacy: it sent initialize; modern: per-request _meta
+	side    clientSide                 // what the session does in its era (sides.go)
 	version string                     // the protocol version of the session
 	caps    map[string]json.RawMessage // the client's capabilities, raw
 	info    json.RawMessage            // clientInfo, as the client sent it
@@ -80,9 +80,6 @@ func (cs *clientSession) label() string {
 	}
 	return fmt.Sprintf("the client (%s)", cs.name)
 }
-
-// protocolVersions are the versions the aggregator speaks with its client, latest first.
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // batches reports whether the client may send JSON-RPC batches: in protocol versions before
 // 2025-06-18, which removed them (2025-03-26 requires receiving them), once initialized.
@@ -118,52 +115,31 @@ func (a *Aggregator) readClient() {
 }
 
 func (a *Aggregator) clientRequest(m *jsonrpc.Request) {
-	if cs := a.session.Load(); cs == nil || cs.era == modern {
+	side := a.side()
+	if side == nil {
 		switch {
 		case m.Method == "initialize" && m.IsCall():
-			// Legacy, also after server/discover: a dual-era client probes, and falls back to
-			// initialize when it finds no version it speaks (basic/transports/stdio.mdx).
-			a.initialize(m)
-		case cs != nil || opensModern(m):
-			a.modernRequest(m)
+			a.initialize(m) // sdk.go
+			return
+		case m.IsCall() && era.Opens(m.Method, m.Params):
+			if !a.startModern(m) {
+				return
+			}
+			side = a.side()
 		case m.IsCall() && m.Method != "ping":
 			// Neither era's: the modern envelope is missing (the SDK would answer with code 0).
-			a.answerClient(m.ID, nil, envelopeError(metaProtocolVersion, "missing"))
+			a.answerClient(m.ID, nil, era.EnvelopeError(era.MetaProtocolVersion, "missing"))
+			return
 		default:
 			a.sdk.deliver(m) // ping, and notifications, before initialize
-		}
-		return
-	}
-	if m.IsCall() {
-		if h := clientRequests[m.Method]; h != nil {
-			h(a, m)
 			return
 		}
-	} else if h := clientNotifications[m.Method]; h != nil && h(a, m) {
-		return
 	}
-	a.sdk.deliver(m)
-}
-
-// clientReady flushes what waited for the client once it says it is initialized, and warns
-// when it is a client known to reject some of the tool names. The SDK's session sees the
-// notification too.
-func (a *Aggregator) clientReady(*jsonrpc.Request) bool {
-	if a.queue.isReady() {
-		return false
+	if m.IsCall() {
+		side.request(m)
+	} else if !side.notification(m) {
+		a.sdk.deliver(m)
 	}
-	dropped := a.queue.flush(a.writeQueued)
-	if dropped > 0 {
-		a.log.Warn(droppedWarning(dropped))
-	}
-	cs := a.session.Load()
-	if client := strictClient(cs.name); client != "" {
-		if bad := a.catalog.Load().rejectedNames(); len(bad) > 0 {
-			a.log.Warn(fmt.Sprintf("the client is %s (%q), which rejects %d of the tool names (%s); restart with --separator __ to avoid it",
-				client, cs.name, len(bad), quoteList(bad[:min(3, len(bad))])))
-		}
-	}
-	return false
 }
 
 // strictClient names the client when it is one known to accept only tool names of letters,
@@ -213,8 +189,11 @@ func (a *Aggregator) badClientLine(bad *stdio.BadLineError) {
 	a.writeClient(stdio.Response(id, nil, rpcError(int64(code), nil, "%s", msg)))
 }
 
-// clientCancelled passes the client's cancellation of a request to the server it went to,
-// under the ID the server saw. A cancellation of no request of ours goes to the SDK's session.
+// clientCancelled takes the client's cancellation of one of its requests, at whatever stage it
+// is: sent, the server gets it under the ID it saw; held for a server that is not serving, it
+// is never sent; asking the client for input, the input requests are cancelled at the client;
+// a subscriptions/listen stream, it is closed. A cancellation of no request of ours goes to
+// the SDK's session.
 func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
 	id, reason, ok := stdio.ParseCancel(m.Params)
 	if !ok {
@@ -222,9 +201,18 @@ func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
 	}
 	c := a.inflight.cancelled(nil, id)
 	if c == nil {
-		return a.cancelInput(id) // waiting for the client's input (childera.go)
+		return false
 	}
-	c.to.conn.Send(nil, cancelled(c.toID, reason)...)
+	switch {
+	case c.stage == held:
+		a.log.Debug("the client cancelled a call held for its server: it is not sent", "method", c.method, "server", c.key)
+	case c.stage == asking:
+		c.chain.stop()
+	case c.stream != nil:
+		a.unlisten(c)
+	case c.to != nil:
+		c.to.conn.Send(nil, cancelled(c.toID, reason)...)
+	}
 	return true
 }
 

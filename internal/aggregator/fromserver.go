@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
@@ -23,20 +24,12 @@ import (
 //	a notification               serverNotifications; anything else is dropped
 //	a line that is not a message a few warnings; one too large fails the request it answers
 
-// serverRequests are the requests a server may send to the client, with the capability the
-// client must have declared for each.
-var serverRequests = map[string]string{
-	"sampling/createMessage": "sampling",
-	"elicitation/create":     "elicitation",
-	"roots/list":             "roots",
-}
-
 // serverNotifications handle the notifications of a server; the list_changed ones are added
 // from the list kinds (catalog.go).
 var serverNotifications = map[string]func(a *Aggregator, s *server, m *jsonrpc.Request){
 	"notifications/progress":          (*Aggregator).serverProgress,
 	"notifications/message":           (*Aggregator).serverLog,
-	"notifications/resources/updated": func(a *Aggregator, _ *server, m *jsonrpc.Request) { a.resourceUpdated(m.Params) },
+	"notifications/resources/updated": (*Aggregator).serverResourceUpdated,
 	"notifications/tasks/status":      (*Aggregator).serverTaskStatus,
 	"notifications/cancelled":         (*Aggregator).serverCancelled,
 }
@@ -72,8 +65,8 @@ func (a *Aggregator) readServer(s *server) {
 		case *jsonrpc.Request:
 			if m.IsCall() {
 				a.serverRequest(s, m)
-			} else if s.sub.active.Load() && a.listenNote(s, m) {
-				// a modern server's listen: acknowledged, or no longer open (childera.go)
+			} else if s.side().notification(s, m) {
+				// a modern server's listen: acknowledged, or no longer open (servermodern.go)
 			} else if h := serverNotifications[m.Method]; h != nil {
 				h(a, s, m)
 			} else {
@@ -118,22 +111,8 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 		c.done(result, errObj)
 		return
 	}
-	if errObj == nil && a.carryInput(c, s, result) {
-		return // a legacy client's request to a modern server needs input (childera.go)
-	}
-	if errObj == nil && a.modernClient() {
-		switch c.method {
-		case "resources/read":
-			result = withCacheHint(result, cacheHint{}) // a legacy server's: private, stale at once
-		case "tools/call":
-			if !a.offersTasksExtension() {
-				break
-			}
-			if rt, _ := rawjson.StringMember(result, "resultType"); rt == "task" {
-				id, _ := rawjson.StringMember(result, "taskId") // CreateTaskResult is flat
-				a.inflight.setTask(id, s)
-			}
-		}
+	if errObj == nil && s.side().carry(c, s, result) {
+		return // a legacy client's request to a modern server needs input (fulfil.go)
 	}
 	a.answerCall(c, result, errObj)
 	if a.debug {
@@ -172,7 +151,7 @@ func (a *Aggregator) serverRequest(s *server, m *jsonrpc.Request) {
 		s.conn.Send(nil, stdio.Response(encodeID(m.ID), json.RawMessage(`{}`), nil)...)
 		return
 	}
-	if _, ok := serverRequests[m.Method]; !ok {
+	if _, ok := era.ServerRequests[m.Method]; !ok {
 		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))...)
 		return
 	}
@@ -192,11 +171,11 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 		s.log.Debug("dropped a progress notification for a token it was not given", "params", excerpt(m.Params))
 		return
 	}
-	if a.modernClient() && a.inflight.suspendedCall(c) {
+	if !a.side().progress(c) {
 		return // the client's request was answered: its token is no longer active
 	}
-	if c.mrtr != nil && !c.mrtr.advance(m.Params) {
-		return // a later leg of a request starts its progress again (childera.go)
+	if c.chain != nil && !c.chain.advance(m.Params) {
+		return // a later leg of a request starts its progress again (fulfil.go)
 	}
 	params := m.Params
 	if c.fromToken != nil {
@@ -208,7 +187,7 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 // serverLog passes a server's log message to the client, with the server's key as the logger
 // when the server named none.
 func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
-	if a.modernClient() && !a.inflight.wantsLog(s, m.Params) {
+	if side := a.side(); side != nil && !side.serverLog(s, m.Params) {
 		return
 	}
 	params := m.Params
@@ -224,7 +203,7 @@ func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
 func (a *Aggregator) serverTaskStatus(s *server, m *jsonrpc.Request) {
 	id, _ := rawjson.StringMember(m.Params, "taskId")
 	a.inflight.setTask(id, s)
-	if !a.modernClient() { // legacy tasks: not offered to a modern client
+	if side := a.side(); side == nil || side.taskStatus() {
 		a.toClient(notification(m.Method, m.Params))
 	}
 }
@@ -236,7 +215,17 @@ func (a *Aggregator) serverCancelled(s *server, m *jsonrpc.Request) {
 	if !ok {
 		return
 	}
-	if c := a.inflight.cancelled(s, id); c != nil && c.delivered {
+	if c := a.inflight.cancelled(s, id); c != nil && c.stage == sent {
 		a.toClient(cancelled(c.toID, reason))
 	}
+}
+
+// serverResourceUpdated passes a server's notifications/resources/updated to the client (to a
+// modern one on the streams that subscribed it).
+func (a *Aggregator) serverResourceUpdated(_ *server, m *jsonrpc.Request) {
+	if side := a.side(); side != nil {
+		side.resourceUpdated(m.Params)
+		return
+	}
+	a.toClient(notification(m.Method, m.Params))
 }

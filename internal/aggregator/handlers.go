@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
@@ -118,10 +119,7 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 			return
 		}
 		result := marshal(map[string]any{"contents": []map[string]string{{"uri": uri, "mimeType": "text/markdown", "text": text}}})
-		if a.modernClient() {
-			result = withCacheHint(result, cacheHint{}) // a reload may change them
-		}
-		a.answerClient(req.ID, result, nil)
+		a.writeAnswer(req.ID, req.Method, era.Legacy, result, nil) // stale at once: a reload may change them
 		return
 	}
 	if strings.HasPrefix(uri, instructionsPrefix) {
@@ -139,9 +137,8 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 	}
 	if req.Method != "resources/read" {
 		a.setup.subscribed(req.Method, uri, s.key) // subscribed again on its new processes
-		if s.era == modern {
-			go a.subscribeModern(req, s, uri) // on its listen (childera.go)
-			return
+		if s.side().subscribeFor(req, s, uri) {
+			return // a modern server's listen carries it (servermodern.go)
 		}
 	}
 	a.forward(req, &call{to: s, doing: req.Method + " of %q", subject: uri, label: "uri", value: uri}, token, req.Params)
@@ -251,9 +248,7 @@ func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params
 			c.args = e - s
 		}
 	}
-	if a.modernClient() {
-		params = a.modernForward(c, params)
-	}
+	a.side().relay(c)
 	if a.sendToServer(c, token, params...) != addOK {
 		// Its process takes no calls (a reload drains it, or it went down): to the key's new
 		// process, now or once it serves, or answered why not.
@@ -267,7 +262,7 @@ func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params
 // (hold).
 func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addResult {
 	s := c.to
-	params = a.childParams(c, params) // the modern envelope (childera.go); legacy: unchanged
+	params = s.side().params(c, params) // the modern envelope (servermodern.go); legacy: unchanged
 	newToken, res := a.inflight.add(c, token)
 	if res != addOK {
 		if c.own() {
@@ -344,11 +339,7 @@ func (a *Aggregator) answerList(req *jsonrpc.Request) {
 	}
 	if k == kindTools && a.opts.ToolSearch {
 		cat := a.catalog.Load()
-		list := cat.searching().list
-		if a.modernClient() {
-			list = withCacheHint(list, cat.hints[kindTools])
-		}
-		a.answerClient(req.ID, list, nil)
+		a.answerClient(req.ID, era.List(cat.era, cat.searching().list, cat.hints[kindTools]), nil)
 		return
 	}
 	a.answerClient(req.ID, a.catalog.Load().lists[k], nil)
@@ -409,7 +400,7 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 	a.setup.leveled(req.Params) // set again on the servers' new processes
 	var targets []*server
 	for _, s := range a.servingServers() {
-		if s.offers("logging") && s.era == legacy { // a modern one takes the level per request
+		if s.offers("logging") && s.side().setsLevel() { // a modern one takes the level per request
 			targets = append(targets, s)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // The modern envelope of a test client's requests.
@@ -69,7 +71,7 @@ func TestModernDiscover(t *testing.T) {
 	if !strings.Contains(member[string](t, m, "instructions"), "Use a.") {
 		t.Errorf("instructions missing: %s", m.Line)
 	}
-	if got := member[map[string]json.RawMessage](t, m, "_meta")[metaServerInfo]; !strings.Contains(string(got), `"mcp-simple-aggregator"`) {
+	if got := member[map[string]json.RawMessage](t, m, "_meta")[era.MetaServerInfo]; !strings.Contains(string(got), `"mcp-simple-aggregator"`) {
 		t.Errorf("serverInfo %s", got)
 	}
 	caps := member[map[string]json.RawMessage](t, m, "capabilities")
@@ -214,7 +216,7 @@ func TestModernInputRequired(t *testing.T) {
 	quoted, _ := json.Marshal(state)
 
 	// Refused: forged, for other arguments.
-	forged := strings.Replace(state, state[len(statePrefix):len(statePrefix)+4], "AAAA", 1)
+	forged := strings.Replace(state, state[len(era.StatePrefix):len(era.StatePrefix)+4], "AAAA", 1)
 	fq, _ := json.Marshal(forged)
 	wantError(t, c.modernCall("tools/call", call+`,"inputResponses":{},"requestState":`+string(fq)), -32602, "")
 	other := strings.Replace(call, "Name?", "Age?", 1)

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
 // Restarts. The 2026-07-28 stdio binding (basic/transports/stdio): "The client SHOULD restart
@@ -168,7 +170,7 @@ func (a *Aggregator) bringUp(ctx context.Context, s *server, params json.RawMess
 		return err
 	}
 	close(s.listed)
-	a.replay(ctx, s)
+	s.side().replay(ctx, s) // what the client set up on the key, set up again
 	if err := a.served(s); err != nil {
 		a.retire(s, "was not served ("+err.Error()+")", "")
 		<-s.stopped
@@ -179,21 +181,24 @@ func (a *Aggregator) bringUp(ctx context.Context, s *server, params json.RawMess
 
 // hold deals with the client's request req that the process s did not take (a reload drains
 // it, or it went down): it goes to the key's new process at once when there is one, waits for
-// it when the key is expected back (up to the start-up timeout), and is answered with why
-// otherwise.
+// it in the table when the key is expected back (up to the start-up timeout; released by
+// served, or answered by the roster when the key will not come back), and is answered with why
+// otherwise. A held request the client cancels is never sent.
 func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 	r := &a.roster
 	r.mu.Lock()
 	sl := r.slots[s.key]
-	var back chan struct{}
 	var gone string
+	expected := false
 	switch {
 	case sl == nil || sl.state == draining && sl.removing:
 		gone = fmt.Sprintf("server %q was removed from the configuration", s.key)
 	case sl.state == serving && sl.proc != s:
 		// The catalog it was looked up in is older than the new process.
-	case sl.back != nil:
-		back = sl.back
+	case sl.back:
+		expected = true
+		// Under roster.mu: the release of the key (served, fell) comes after it.
+		a.inflight.hold(&call{fromID: req.ID, method: req.Method, req: req}, s.key, a.opts.StartupTimeout, a.heldTimeout)
 	default:
 		gone = fmt.Sprintf("server %q %s", s.key, sl.account())
 	}
@@ -201,43 +206,17 @@ func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 	switch {
 	case gone != "":
 		a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", gone))
-	case back == nil:
+	case !expected:
 		a.clientRequest(req)
 	default:
-		go a.awaitBack(req, s.key, back)
+		a.log.Debug("held until the server is back", "method", req.Method, "server", s.key)
 	}
 }
 
-// awaitBack holds the client's request req until the key serves again (back is closed) or the
-// start-up timeout passes, then dispatches it again or answers why it cannot be.
-func (a *Aggregator) awaitBack(req *jsonrpc.Request, key string, back <-chan struct{}) {
-	timeout := time.NewTimer(a.opts.StartupTimeout)
-	defer timeout.Stop()
-	select {
-	case <-back:
-		if a.serving(key) != nil {
-			a.clientRequest(req)
-			return
-		}
-		a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil,
-			"Server unavailable: server %q was restarted and did not come back (%s; its error is on the log)", key, a.whyDown(key)))
-	case <-timeout.C:
-		a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil,
-			"Server unavailable: server %q is restarting, and did not come back within the start-up timeout (--startup-timeout %v); try again later", key, a.opts.StartupTimeout))
-	case <-a.closingCtx.Done():
-		a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %v", errShuttingDown))
-	}
-}
-
-// whyDown says what became of a key that is not serving.
-func (a *Aggregator) whyDown(key string) string {
-	r := &a.roster
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if sl := r.slots[key]; sl != nil {
-		return "it " + sl.account()
-	}
-	return "it was removed from the configuration"
+// heldTimeout answers a held call whose key did not come back within the start-up timeout.
+func (a *Aggregator) heldTimeout(c *call) {
+	a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil,
+		"Server unavailable: server %q is restarting, and did not come back within the start-up timeout (--startup-timeout %v); try again later", c.key, a.opts.StartupTimeout))
 }
 
 // clientSetup is what the client set up on the servers, to be set up again on a server's new
@@ -269,34 +248,24 @@ func (cs *clientSetup) leveled(params json.RawMessage) {
 	cs.level = append(json.RawMessage(nil), params...)
 }
 
-// replay sets up on s, a new process of its key, what the client set up on the key before:
-// the log level, and every resource subscription. A failure is logged, and s serves all the
-// same (as the first process would have answered the client with the error).
-func (a *Aggregator) replay(ctx context.Context, s *server) {
-	if s.era == modern {
-		return // its listen has the subscriptions, and every request the level (childera.go)
-	}
-	a.setup.mu.Lock()
-	level := a.setup.level
-	var uris []string
-	for uri, key := range a.setup.subs {
-		if key == s.key {
+// of is what the client set up on the key: the params of its last logging/setLevel (nil for
+// none), and the URIs it subscribed to there, sorted.
+func (cs *clientSetup) of(key string) (level json.RawMessage, uris []string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for uri, k := range cs.subs {
+		if k == key {
 			uris = append(uris, uri)
 		}
 	}
-	a.setup.mu.Unlock()
-	if level != nil && s.offers("logging") {
-		if _, err := a.call(ctx, s, "logging/setLevel", "setting the log level again", level); err != nil {
-			s.log.Warn("setting the client's log level on the new process failed", "error", err)
-		}
-	}
-	for _, uri := range uris {
-		params, _ := json.Marshal(map[string]string{"uri": uri})
-		if _, err := a.call(ctx, s, "resources/subscribe", "subscribing again", params); err != nil {
-			s.log.Warn("subscribing the new process to a resource the client subscribed to failed", "uri", uri, "error", err)
-		}
-	}
-	if level != nil || len(uris) > 0 {
-		s.log.Debug("set up again", "level", string(level), "subscriptions", len(uris))
-	}
+	slices.Sort(uris)
+	return cs.level, uris
+}
+
+// logLevel is the level of the client's last logging/setLevel; "" before any.
+func (cs *clientSetup) logLevel() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	level, _ := rawjson.StringMember(cs.level, "level")
+	return level
 }

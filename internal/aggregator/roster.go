@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // The roster is the one table of the configured servers, by key, each in one state:
@@ -77,9 +80,16 @@ type slot struct {
 	prev *server
 	// since is when it last began serving.
 	since time.Time
-	// back is closed when a key that is expected back (a restart pending or under way) serves
-	// again, or is not coming back; calls held for it wait on it. nil when nothing is pending.
-	back chan struct{}
+	// back is set while the key is expected back (a restart pending or under way): the
+	// client's calls for it are held in the table until it serves again, or is not coming
+	// back (release).
+	back bool
+	// era is the era the last process of the key served in, learnt for the entry eraOf
+	// (eraKnown): a new process of the same entry is spoken to in it without a probe when it is
+	// legacy, so that a restart's try is one process (probe.go).
+	era      era.Era
+	eraKnown bool
+	eraOf    config.Server
 }
 
 // account says what became of the slot: why it drains, waits or is down, else its state.
@@ -90,19 +100,40 @@ func (sl *slot) account() string {
 	return "is " + sl.state.String()
 }
 
-// expectBack opens the wait of the calls held for the slot, unless one is open.
-func (sl *slot) expectBack() {
-	if sl.back == nil {
-		sl.back = make(chan struct{})
-	}
-}
+// expectBack makes the client's calls for the slot wait for it (hold).
+func (sl *slot) expectBack() { sl.back = true }
 
-// release lets the calls held for the slot go: to its new process, or to the error of its end.
-func (sl *slot) release() {
-	if sl.back != nil {
-		close(sl.back)
-		sl.back = nil
+// release lets the calls held for the slot go: to its new process when it serves, or to the
+// error of its end, on a goroutine of their own. Callers hold roster.mu: a call is either held
+// before it, or finds the slot in its new state.
+func (a *Aggregator) release(sl *slot) {
+	if !sl.back {
+		return
 	}
+	sl.back = false
+	held := a.inflight.release(sl.key)
+	if len(held) == 0 {
+		return
+	}
+	if sl.state == serving {
+		go func() {
+			for _, c := range held {
+				a.clientRequest(c.req)
+			}
+		}()
+		return
+	}
+	why := fmt.Sprintf("server %q was restarted and did not come back (it %s; its error is on the log)", sl.key, sl.account())
+	if a.roster.closed {
+		why = errShuttingDown.Error()
+	} else if sl.state == draining && sl.removing {
+		why = fmt.Sprintf("server %q was removed from the configuration", sl.key)
+	}
+	go func() {
+		for _, c := range held {
+			a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", why))
+		}
+	}()
 }
 
 // roster is the table of server keys.
@@ -115,10 +146,17 @@ type roster struct {
 	started bool
 	params  json.RawMessage
 	// clientEra is the client's era: the catalog checks definitions against its schema.
-	clientEra era
+	clientEra era.Era
 	// reloading is set while a reload runs: it tells the client once, when it has settled.
 	reloading bool
 	closed    bool // Close began: nothing starts any more
+}
+
+// isStarted reports whether the servers are started for a client (check has none).
+func (r *roster) isStarted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
 }
 
 // sorted are the slots in key order.
@@ -176,7 +214,7 @@ func (a *Aggregator) serving(key string) *server {
 // collisions and withheld definitions new to it are reported. When names would collide nothing changes, and the
 // error names them: the caller undoes its change. Callers hold roster.mu, after the start-up.
 func (a *Aggregator) publish() error {
-	cat, err := buildCatalogFor(a.roster.listedServers(), a.opts.Separator, a.roster.clientEra.schema())
+	cat, err := buildCatalogFor(a.roster.listedServers(), a.opts.Separator, a.roster.clientEra)
 	if err != nil {
 		return err
 	}
@@ -267,18 +305,19 @@ func (a *Aggregator) served(s *server) error {
 		return fmt.Errorf("it was replaced while it started")
 	}
 	sl.listed = s
+	sl.era, sl.eraKnown, sl.eraOf = s.side().era(), true, s.cfg
 	if a.catalog.Load() != nil { // at start-up, the first catalog is built once every server is
 		if err := a.publish(); err != nil {
 			sl.proc, sl.listed = nil, nil
 			a.move(sl, down, "could not be served: "+err.Error())
-			sl.release()
+			a.release(sl)
 			_ = a.publish()
 			return err
 		}
 	}
 	a.move(sl, serving, "")
 	sl.since = time.Now()
-	sl.release()
+	a.release(sl)
 	go a.watch(s)
 	if a.opts.PingInterval > 0 {
 		go a.pingLoop(s)
@@ -303,7 +342,7 @@ func (a *Aggregator) drain(sl *slot, removing bool, why string) (*server, <-chan
 	sl.removing = removing
 	if removing {
 		sl.listed = nil
-		sl.release()
+		a.release(sl)
 	} else if sl.listed != nil {
 		sl.expectBack()
 	}
@@ -430,7 +469,7 @@ func (a *Aggregator) fallLocked(sl *slot, why string) (then string, delay time.D
 	}
 	if sl.state == down {
 		sl.listed = nil
-		sl.release()
+		a.release(sl)
 		if a.catalog.Load() != nil {
 			_ = a.publish() // leaving a server out cannot make names collide
 		}
@@ -463,7 +502,7 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 	for _, c := range a.inflight.sweep(s) {
 		if c.to == s {
 			a.failWith(c, errFor(c))
-		} else if c.delivered {
+		} else if c.stage == sent {
 			a.toClient(cancelled(c.toID, reason))
 		}
 	}

@@ -90,8 +90,8 @@ func TestFall(t *testing.T) {
 				t.Errorf("state %v, tries %d, delay %v, listed %v, proc %v; want %v, %d, %v, %v, nil",
 					sl.state, sl.tries, delay, sl.listed != nil, sl.proc, tc.wantState, tc.wantTries, tc.wantDelay, tc.wantsListed)
 			}
-			if (sl.back != nil) != (tc.wantState == waiting) {
-				t.Errorf("calls held: %v, want %v", sl.back != nil, tc.wantState == waiting)
+			if sl.back != (tc.wantState == waiting) {
+				t.Errorf("calls held: %v, want %v", sl.back, tc.wantState == waiting)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,7 +33,7 @@ func (a *Aggregator) initialize(m *jsonrpc.Request) {
 		Version string `json:"version"`
 	}
 	_ = json.Unmarshal(p.ClientInfo, &info)
-	a.initializing = &clientSession{caps: p.Capabilities, info: p.ClientInfo, name: info.Name, clientVersion: info.Version}
+	a.initializing = &clientSession{side: legacyClient{a}, caps: p.Capabilities, info: p.ClientInfo, name: info.Name, clientVersion: info.Version}
 	answered := a.sdk.await(m.ID)
 	a.sdk.deliver(m)
 	<-answered
@@ -80,7 +81,7 @@ func (a *Aggregator) legacyAfterModern(cs *clientSession) {
 	r := &a.roster
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.clientEra, r.reloading = legacy, true
+	r.clientEra, r.reloading = era.Legacy, true
 	if err := a.publish(); err != nil {
 		a.log.Error("the catalog for a legacy client cannot be built; keeping the previous one", "error", err)
 	}

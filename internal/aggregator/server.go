@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,13 +19,10 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
-
-// serverProtocols are the protocol versions the aggregator accepts from a server, latest
-// first.
-var serverProtocols = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // defaultClientCapabilities are the capabilities of defaultInit.
 const defaultClientCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`
@@ -46,9 +42,9 @@ type server struct {
 	conn    *stdio.Conn
 	log     *slog.Logger
 
+	// sidePtr is the era it is spoken to in (sides.go): legacy until its probe settles it.
+	sidePtr atomic.Pointer[sideBox]
 	// From its answer to initialize (or server/discover), set before the server is used.
-	era          era    // the protocol era it is spoken to in (era.go)
-	envelope     string // a modern server's request _meta members (childera.go)
 	protocol     string
 	name         string                     // serverInfo.name
 	caps         map[string]json.RawMessage // its capabilities, raw
@@ -60,7 +56,7 @@ type server struct {
 	lists [numKinds][]json.RawMessage
 	// hints are the cache hints of its lists (ttlMs, cacheScope): a modern server's, as it
 	// gave them; a legacy server's, the zero hint. Guarded by roster.mu.
-	hints [numKinds]cacheHint
+	hints [numKinds]era.CacheHint
 	// verdicts are the MCP schema's verdicts on its lists (withheld.go), cleared with every
 	// change of the lists. Guarded by roster.mu.
 	verdicts map[verdictKey][]mcpschema.Violation
@@ -71,8 +67,6 @@ type server struct {
 	// logLevel is the rank of the log level a modern client's requests had it set to
 	// (lowerLevel); 0 when never set.
 	logLevel atomic.Int32
-	// sub is a modern server's subscriptions/listen (childera.go).
-	sub childListen
 
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
@@ -85,12 +79,27 @@ type server struct {
 	idle     chan struct{}
 
 	// procMu guards proc, conn and readDone while the process is replaced during its
-	// handshake (respawn, childera.go) against a stop.
+	// handshake (respawn, probe.go) against a stop.
 	procMu     sync.Mutex
 	retireOnce sync.Once
 	retired    chan struct{} // closed when the roster no longer uses it (retire)
 	stopped    chan struct{} // closed once it is stopped
 }
+
+// sideBox holds a serverSide for an atomic pointer: the reader of a server's output looks at it
+// while its handshake sets it.
+type sideBox struct{ serverSide }
+
+// side is the era s is spoken to in: legacy until its probe settles it.
+func (s *server) side() serverSide {
+	if b := s.sidePtr.Load(); b != nil {
+		return b.serverSide
+	}
+	return legacyServer{}
+}
+
+// setSide makes s be spoken to as side says.
+func (s *server) setSide(side serverSide) { s.sidePtr.Store(&sideBox{side}) }
 
 // offers reports whether the server declared the capability name.
 func (s *server) offers(name string) bool {
@@ -122,7 +131,7 @@ func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 }
 
 // startProcess starts the process of s and reads what it writes: at spawn, and once more for
-// a process that exited on the server/discover probe (childera.go).
+// a process that exited on the server/discover probe (probe.go).
 func (a *Aggregator) startProcess(s *server) error {
 	cfg := s.cfg
 	proc, err := child.Start(child.Spec{
@@ -183,20 +192,14 @@ func (a *Aggregator) serverInit(version string, caps map[string]json.RawMessage,
 func (a *Aggregator) defaultInit() json.RawMessage {
 	var caps map[string]json.RawMessage
 	_ = json.Unmarshal([]byte(defaultClientCapabilities), &caps)
-	return a.serverInit(serverProtocols[0], caps, nil)
+	return a.serverInit(era.Latest(era.Legacy), caps, nil)
 }
 
-// handshake probes the era of s (childera.go), initializes a legacy one, opens the listen of
-// a modern one, and reads its lists; on failure it names the request that failed.
+// handshake settles the era of s (probe.go) and completes its start in it, and reads its
+// lists; on failure it names the request that failed.
 func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
 	if stage, err := a.settleEra(ctx, s, params); err != nil {
 		return stage, err
-	}
-	if s.era == modern && a.withClient() {
-		// Only with a client (check has none): its list changes and subscriptions.
-		if _, err := a.listenAt(ctx, s); err != nil {
-			s.log.Warn("the server's list changes are not followed: "+err.Error(), "protocol", s.protocol)
-		}
 	}
 	lists, hints, stage, err := a.readLists(ctx, s, allKinds)
 	if err != nil {
@@ -205,39 +208,6 @@ func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMe
 	a.roster.mu.Lock()
 	s.lists, s.hints, s.verdicts = lists, hints, nil
 	a.roster.mu.Unlock()
-	return "", nil
-}
-
-// initLegacy is the legacy handshake of s: initialize, and notifications/initialized.
-func (a *Aggregator) initLegacy(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
-	result, err := a.call(ctx, s, "initialize", "initializing", params)
-	if err != nil {
-		return "initialize", err
-	}
-	var init struct {
-		ProtocolVersion string                     `json:"protocolVersion"`
-		Capabilities    map[string]json.RawMessage `json:"capabilities"`
-		ServerInfo      struct {
-			Name string `json:"name"`
-		} `json:"serverInfo"`
-		Instructions string `json:"instructions"`
-	}
-	if err := json.Unmarshal(result, &init); err != nil {
-		return "initialize", fmt.Errorf("its answer is not an initialize result: %v", err)
-	}
-	if !slices.Contains(serverProtocols, init.ProtocolVersion) {
-		return "initialize", fmt.Errorf("it speaks protocol version %q, and mcp-simple-aggregator speaks %s", init.ProtocolVersion, strings.Join(serverProtocols, ", "))
-	}
-	s.protocol, s.name, s.instructions = init.ProtocolVersion, init.ServerInfo.Name, init.Instructions
-	s.caps = init.Capabilities
-	if s.caps == nil {
-		s.caps = map[string]json.RawMessage{}
-	}
-	if t, ok := s.caps["tasks"]; ok && string(t) != "null" {
-		s.tasks = t
-	}
-	s.log.Debug("initialized", "protocol", s.protocol, "name", s.name)
-	s.conn.Send(nil, notification("notifications/initialized", nil)...)
 	return "", nil
 }
 
@@ -288,7 +258,7 @@ var allKinds = []kind{kindTools, kindPrompts, kindResources, kindTemplates}
 
 // readLists reads the lists ks of s (those it offers), each in full. A list the server does
 // not implement (Method not found) is empty. On failure it names the request that failed.
-func (a *Aggregator) readLists(ctx context.Context, s *server, ks []kind) (lists [numKinds][]json.RawMessage, hints [numKinds]cacheHint, stage string, err error) {
+func (a *Aggregator) readLists(ctx context.Context, s *server, ks []kind) (lists [numKinds][]json.RawMessage, hints [numKinds]era.CacheHint, stage string, err error) {
 	for _, k := range ks {
 		if !s.offersList(k) {
 			continue
@@ -308,8 +278,9 @@ func (a *Aggregator) readLists(ctx context.Context, s *server, ks []kind) (lists
 
 // listAll reads every page of a list of s (tools, prompts, resources, templates or tasks), as
 // raw items, following its cursors. A cursor given twice is an error: the list would never
-// end. The cache hints of a modern server's pages go to hint (nil: not wanted).
-func (a *Aggregator) listAll(ctx context.Context, s *server, method, field string, hint *cacheHint) ([]json.RawMessage, error) {
+// end. The cache hints of the pages, merged, go to hint (nil: not wanted); a legacy server's
+// pages have none, which is the zero hint.
+func (a *Aggregator) listAll(ctx context.Context, s *server, method, field string, hint *era.CacheHint) ([]json.RawMessage, error) {
 	var items []json.RawMessage
 	seen := map[string]bool{}
 	cursor := ""
@@ -333,8 +304,12 @@ func (a *Aggregator) listAll(ctx context.Context, s *server, method, field strin
 			}
 		}
 		items = append(items, page...)
-		if hint != nil && s.era == modern {
-			pageHint(hint, cursor == "", raw)
+		if hint != nil {
+			if h := era.PageHint(raw); cursor == "" {
+				*hint = h
+			} else {
+				*hint = hint.Merge(h)
+			}
 		}
 		var next string
 		if v, ok := raw["nextCursor"]; ok {
@@ -398,9 +373,9 @@ func (a *Aggregator) watch(s *server) {
 	}
 }
 
-// pingLoop is the health probe: it pings s (a modern s: server/discover) every PingInterval; when PingFailures pings in a row
-// go unanswered (each is given the interval), s counts as crashed: it is stopped, and
-// restarted (crashed).
+// pingLoop is the health probe: it pings s (a modern s: server/discover, serverSide.health)
+// every PingInterval; when PingFailures pings in a row go unanswered (each is given the
+// interval), s counts as crashed: it is stopped, and restarted (crashed).
 func (a *Aggregator) pingLoop(s *server) {
 	interval := a.opts.PingInterval
 	ticker := time.NewTicker(interval)
@@ -413,18 +388,7 @@ func (a *Aggregator) pingLoop(s *server) {
 		case <-ticker.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
-		method, doing := "ping", "answering a ping"
-		if s.era == modern {
-			// The modern era has no ping. SEP-2575 (seps/2575-stateless-mcp.md): "ping: Removed
-			// in both directions. ... Client-to-server ping is also removed because any normal
-			// RPC call already proves server liveness, and transport-layer mechanisms (HTTP
-			// keep-alives, SSE comments, STDIO process status) handle connection-health checks
-			// more appropriately." The process status is watched (watch); a hung process
-			// answers nothing, so a modern child is asked server/discover, which every modern
-			// server MUST implement, and which changes nothing (docs/protocol-eras.md §7). The
-			// envelope is added on the way (childParams).
-			method, doing = "server/discover", "answering server/discover (the health probe)"
-		}
+		method, doing := s.side().health()
 		_, err := a.call(ctx, s, method, doing, nil)
 		cancel()
 		if err == nil {

@@ -8,20 +8,29 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
-// The in-flight table holds every request that crosses the aggregator, in both directions,
-// and the aggregator's own requests to servers: one entry (a call) from the moment it is sent
-// until it is answered, cancelled, or its server goes down. It is modelled on the go-sdk's
-// internal/jsonrpc2 (inFlightState): one lock, and lookups by each key a message can carry.
+// The in-flight table holds every piece of pending work, in both directions: each request
+// that crosses the aggregator and each of the aggregator's own, from the moment it is made
+// until it is answered, cancelled, or its server goes down, whatever it waits for (its stage).
+// It is modelled on the go-sdk's internal/jsonrpc2 (inFlightState): one lock, and lookups by
+// each key a message can carry.
 //
 //	an answer from the receiver     byTo:    the ID the receiver saw (one of ours)
-//	a cancellation from the sender  byFrom:  (sender, the sender's ID)
+//	a cancellation from the sender  byFrom:  (sender, the sender's ID), whatever its stage
 //	progress from the receiver      byToken: (receiver, the token the receiver was given)
 //	a server going down             sweep:   every call it sends or receives, and its tasks
 //	a server drained by a reload    drain:   a signal once it has nothing in flight
+//	a key that serves again         release: the client's calls held for it
+//	a modern client's retry         claim:   the suspension its requestState names
+//
+// Because everything pending is here, a cancellation finds what it cancels at any stage (a call
+// held for a restarting server is then never sent), and shutdown, a drain and --debug
+// (pending) see all of it.
 //
 // Progress tokens are symmetric: a request's token passes to the receiver unchanged unless
 // another request in flight to the same receiver already uses it; then the receiver gets a
@@ -34,12 +43,40 @@ const idPrefix = "agg-"
 // tokenPrefix starts the progress tokens the aggregator gives when a token is taken.
 const tokenPrefix = "agg-p-"
 
-// call is one request in flight. Endpoints are servers; nil is the client.
+// stage is what a call waits for.
+type stage uint8
+
+const (
+	// sent: written to its receiver (or being written), waiting for the answer.
+	sent stage = iota
+	// queued: a server's request to the client, waiting in the queue for the client to be
+	// ready (queue.go).
+	inQueue
+	// held: the client's request for a key that is not serving, waiting for it to come back
+	// (restart.go); not written anywhere yet.
+	held
+	// asking: the client's request to a modern server that asked for input, waiting for the
+	// client's answers before it is sent again (fulfil.go).
+	asking
+	// standing: a subscriptions/listen of either side, open until it is cancelled; not
+	// counted as in flight, so that a drain does not wait for it.
+	standing
+	// parked: a legacy server's request for input made outside any request of a modern
+	// client's, waiting for the client's next request that can carry it (suspend.go).
+	parked
+)
+
+var stageNames = [...]string{sent: "sent", inQueue: "queued", held: "held", asking: "asking the client", standing: "standing", parked: "parked"}
+
+func (st stage) String() string { return stageNames[st] }
+
+// call is one piece of pending work: a request. Endpoints are servers; nil is the client.
 type call struct {
 	from   *server    // the sender: a server, or nil for the client (and for our own requests)
 	fromID jsonrpc.ID // the sender's ID for it
 	to     *server    // the receiver: a server, or nil for the client
-	toID   string     // the ID the receiver sees: one of ours
+	toID   string     // the ID the receiver sees: one of ours ("" while held)
+	stage  stage
 
 	method string
 	// doing says what it does, for error messages, with %q standing for subject (formatted
@@ -54,27 +91,33 @@ type call struct {
 	// object, also when the server went down); nil for a request relayed between the client
 	// and a server.
 	done func(result, errObj json.RawMessage)
-	// delivered is set once a request to the client was written (not just queued for it).
-	delivered bool
 	// req is the client's request a call relays to a server: should its process turn out dead
-	// when it is written, the request goes where hold sends it (handlers.go).
+	// when it is written, or a drain refuse it, the request is held for the key (hold).
 	req *jsonrpc.Request
-	// standing marks a request that stays open (a modern child's subscriptions/listen): it is
-	// not counted in its server's inFlight, so that a drain does not wait for it.
-	standing bool
-	// mrtr is set on the legs of a legacy client's request to a modern child that may answer
-	// input_required (childera.go); nil otherwise.
-	mrtr *inputChain
-
-	seq uint64 // the order it was added in
+	// key is the server key a held call waits for; deadline answers it when the key does not
+	// come back in time.
+	key      string
+	deadline *time.Timer
+	// chain is set on the legs of a legacy client's request to a modern server that may
+	// answer input_required (fulfil.go); nil otherwise.
+	chain *inputChain
 	// suspended is set while the client's request, answered with an InputRequiredResult,
-	// waits for its retry (mrtr.go); guarded by the table's lock.
+	// waits for its retry (suspend.go); guarded by the table's lock.
 	suspended *suspension
-	// logLevel is the rank (logLevels) of the io.modelcontextprotocol/logLevel of a modern
-	// client's request: the server's log messages reach the client while such a request is
-	// in flight to it; 0 for none.
+	// stream is set on a modern client's subscriptions/listen (streams.go).
+	stream *stream
+	// params are the params of a server's parked request (suspend.go).
+	params json.RawMessage
+	// enveloped says that the params of the client's request carry the modern envelope (a
+	// modern client's, or a retry's of fulfil): a modern server takes them as they are, a
+	// legacy one without it.
+	enveloped bool
+	// logLevel is the rank (era.LogRank) of the logLevel of a modern client's request: the
+	// server's log messages reach the client while such a request is in flight to it; 0 for
+	// none.
 	logLevel int
 
+	seq uint64 // the order it was added in
 	// For the debug log.
 	label, value string
 	start        time.Time
@@ -91,6 +134,9 @@ func (c *call) what() string {
 
 // own reports whether the aggregator itself waits for the answer.
 func (c *call) own() bool { return c.done != nil }
+
+// counted reports whether c counts as in flight for its endpoints (a drain waits for it).
+func (c *call) counted() bool { return c.stage == sent || c.stage == inQueue || c.stage == parked }
 
 type fromKey struct {
 	from *server
@@ -109,8 +155,10 @@ type table struct {
 	byTo    map[string]*call
 	byFrom  map[fromKey]*call
 	byToken map[tokenKey]*call
+	held    map[*call]struct{} // the client's calls held for a key
 	tasks   map[string]*server // the server that owns each task, by task ID
-	// suspended are the client's requests waiting for its input, by suspension ID (mrtr.go).
+	// suspended are the client's requests waiting for its retry, by suspension ID
+	// (suspend.go).
 	suspended map[string]*suspension
 }
 
@@ -126,8 +174,8 @@ const (
 )
 
 func newTable() *table {
-	return &table{byTo: map[string]*call{}, byFrom: map[fromKey]*call{}, byToken: map[tokenKey]*call{}, tasks: map[string]*server{},
-		suspended: map[string]*suspension{}}
+	return &table{byTo: map[string]*call{}, byFrom: map[fromKey]*call{}, byToken: map[tokenKey]*call{},
+		held: map[*call]struct{}{}, tasks: map[string]*server{}, suspended: map[string]*suspension{}}
 }
 
 // addResult says whether add recorded a call.
@@ -144,9 +192,10 @@ const (
 	addDraining
 )
 
-// add records c under a new ID of ours, with the progress token it carries (nil for none).
-// When another call to the same receiver already uses the token, c gets a token of ours,
-// returned encoded (the caller puts it in the params), and c.fromToken keeps the sender's.
+// add records c (in its stage: sent unless set) under a new ID of ours, with the progress
+// token it carries (nil for none). When another call to the same receiver already uses the
+// token, c gets a token of ours, returned encoded (the caller puts it in the params), and
+// c.fromToken keeps the sender's.
 func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -160,11 +209,7 @@ func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	c.seq = t.seq
 	c.toID = idPrefix + strconv.FormatUint(t.seq, 10)
 	t.byTo[c.toID] = c
-	for _, s := range [2]*server{c.to, c.from} {
-		if s != nil && !c.standing {
-			s.inFlight++
-		}
-	}
+	t.count(c, 1)
 	if !c.own() {
 		t.byFrom[fromKey{c.from, c.fromID}] = c
 	}
@@ -180,25 +225,55 @@ func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	return newToken, addOK
 }
 
-func (t *table) removeLocked(c *call) {
-	if t.byTo[c.toID] != c {
+// count adds n to the in-flight counts of c's endpoints (when c counts), and signals a drain
+// waiting for none. Callers hold mu.
+func (t *table) count(c *call, n int) {
+	if !c.counted() {
 		return
 	}
-	delete(t.byTo, c.toID)
+	for _, s := range [2]*server{c.to, c.from} {
+		if s == nil {
+			continue
+		}
+		if s.inFlight += n; s.inFlight == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
+	}
+}
+
+// has reports whether c is in the table. Callers hold mu.
+func (t *table) has(c *call) bool {
+	switch {
+	case c.stage == held:
+		_, ok := t.held[c]
+		return ok
+	case c.stage == asking || c.stream != nil:
+		return t.byFrom[fromKey{c.from, c.fromID}] == c
+	}
+	return t.byTo[c.toID] == c
+}
+
+// removeLocked takes c out of the table, if it is in it. Callers hold mu.
+func (t *table) removeLocked(c *call) {
+	if !t.has(c) {
+		return
+	}
+	switch {
+	case c.stage == held:
+		delete(t.held, c)
+		if c.deadline != nil {
+			c.deadline.Stop()
+		}
+	case c.stage != asking && c.stream == nil:
+		delete(t.byTo, c.toID)
+		t.count(c, -1)
+	}
 	if !c.own() && t.byFrom[fromKey{c.from, c.fromID}] == c {
 		delete(t.byFrom, fromKey{c.from, c.fromID})
 	}
 	if c.token != "" && t.byToken[tokenKey{c.to, c.token}] == c {
 		delete(t.byToken, tokenKey{c.to, c.token})
-	}
-	for _, s := range [2]*server{c.to, c.from} {
-		if s == nil || c.standing {
-			continue
-		}
-		if s.inFlight--; s.inFlight == 0 && s.idle != nil {
-			close(s.idle)
-			s.idle = nil
-		}
 	}
 }
 
@@ -209,14 +284,15 @@ func (t *table) answered(receiver *server, id string) *call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.byTo[id]
-	if c == nil || c.to != receiver {
+	if c == nil || c.to != receiver || c.stage == parked {
 		return nil
 	}
 	t.removeLocked(c)
 	return c
 }
 
-// cancelled removes and returns the call that sender sent as id; nil when there is none.
+// cancelled removes and returns the call that sender sent as id, at whatever stage; nil when
+// there is none.
 func (t *table) cancelled(sender *server, id jsonrpc.ID) *call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -239,26 +315,79 @@ func (t *table) progress(receiver *server, token []byte) *call {
 	return t.byToken[tokenKey{receiver, key}]
 }
 
-// take removes c; it reports whether c was still in flight.
+// take removes c; it reports whether c was still pending.
 func (t *table) take(c *call) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.byTo[c.toID] != c {
+	return t.takeLocked(c)
+}
+
+func (t *table) takeLocked(c *call) bool {
+	if !t.has(c) {
 		return false
 	}
 	t.removeLocked(c)
 	return true
 }
 
-// deliver marks a request to the client as written; it reports false when it is no longer in
-// flight (its sender cancelled it, or went down, while it waited).
+// deliver moves a request to the client from queued to sent, as it is written; it reports
+// false when it is no longer pending (its sender cancelled it, or went down, while it waited).
 func (t *table) deliver(c *call) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byTo[c.toID] != c {
 		return false
 	}
-	c.delivered = true
+	c.stage = sent
+	return true
+}
+
+// hold records the client's call c for the key, which is not serving: held until the key
+// serves again (release), for at most wait, then timeout answers it; a cancellation of the
+// client takes it out, and it is never sent.
+func (t *table) hold(c *call, key string, wait time.Duration, timeout func(*call)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	c.seq, c.stage, c.key, c.toID, c.token = t.seq, held, key, "", ""
+	t.held[c] = struct{}{}
+	t.byFrom[fromKey{nil, c.fromID}] = c
+	c.deadline = time.AfterFunc(wait, func() {
+		if t.take(c) {
+			timeout(c)
+		}
+	})
+}
+
+// release removes and returns the calls held for key, in the order they were made.
+func (t *table) release(key string) []*call {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*call
+	for c := range t.held {
+		if c.key == key {
+			out = append(out, c)
+		}
+	}
+	sortBySeq(out)
+	for _, c := range out {
+		t.removeLocked(c)
+	}
+	return out
+}
+
+// ask records the client's call c, whose leg a modern server answered with input_required, as
+// waiting for the client's input (fulfil): the client's cancellation finds it. It reports false
+// when the client's ID is taken by another call meanwhile.
+func (t *table) ask(c *call) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := fromKey{nil, c.fromID}
+	if t.byFrom[k] != nil {
+		return false
+	}
+	c.stage = asking // its ID of the leg and its token are no longer in the table
+	t.byFrom[k] = c
 	return true
 }
 
@@ -271,6 +400,11 @@ func (t *table) sweep(s *server) []*call {
 	var gone []*call
 	for _, c := range t.byTo {
 		if c.to == s || c.from == s && !c.own() {
+			gone = append(gone, c)
+		}
+	}
+	for _, c := range t.byFrom {
+		if c.stage == asking && c.to == s {
 			gone = append(gone, c)
 		}
 	}
@@ -309,15 +443,39 @@ func (t *table) drain(s *server) <-chan struct{} {
 // level is in flight to s ("notifications/message is request-scoped", logging.mdx).
 func (t *table) wantsLog(s *server, params json.RawMessage) bool {
 	level, _ := rawjson.StringMember(params, "level")
-	rank := logLevels[level]
+	rank := era.LogRank(level)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range t.byTo {
-		if c.to == s && c.logLevel > 0 && rank >= c.logLevel && c.suspended == nil {
+		if c.to == s && c.logLevel > 0 && rank >= c.logLevel && c.suspended == nil && c.stage == sent {
 			return true
 		}
 	}
 	return false
+}
+
+// streams are the modern client's open subscriptions/listen streams, in the order they were
+// opened.
+func (t *table) streams() []*call {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*call
+	for k, c := range t.byFrom {
+		if k.from == nil && c.stream != nil {
+			out = append(out, c)
+		}
+	}
+	sortBySeq(out)
+	return out
+}
+
+// stand records a subscriptions/listen of the client's, open until it is cancelled.
+func (t *table) stand(c *call) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	c.seq, c.stage = t.seq, standing
+	t.byFrom[fromKey{nil, c.fromID}] = c
 }
 
 // setTask notes that s owns the task id.
@@ -337,6 +495,46 @@ func (t *table) task(id string) *server {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.tasks[id]
+}
+
+// pending says what the table holds, by stage, for the debug log: "2 sent, 1 held".
+func (t *table) pending() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n [len(stageNames)]int
+	seen := map[*call]bool{}
+	for _, c := range t.byTo {
+		seen[c] = true
+		n[c.stage]++
+	}
+	for _, c := range t.byFrom {
+		if !seen[c] {
+			seen[c] = true
+			n[c.stage]++
+		}
+	}
+	var parts []string
+	for st, k := range n {
+		if k > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", k, stage(st)))
+		}
+	}
+	if len(t.suspended) > 0 {
+		parts = append(parts, fmt.Sprintf("%d suspended for the client's retry", len(t.suspended)))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sortBySeq sorts calls in the order they were added.
+func sortBySeq(cs []*call) {
+	for i := 1; i < len(cs); i++ {
+		for j := i; j > 0 && cs[j].seq < cs[j-1].seq; j-- {
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
 }
 
 // tokenKeyOf is the identity of a progress token (a string or a number) however it is written:

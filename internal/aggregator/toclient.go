@@ -3,32 +3,53 @@ package aggregator
 import (
 	"encoding/json"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // What goes to the client: answers, notifications, and the servers' requests (sampling,
-// elicitation, roots), which are checked against what the client declared, recorded in the
-// in-flight table, and wait in the queue until the client is ready; the client's answers go
-// back to the server under its own ID.
+// elicitation, roots), which wait in the queue until the client is ready and are then given to
+// the client's side; the client's answers go back to the server under its own ID.
 
-// writeQueued writes one message that waited for the client; a server's request is checked
-// against the client's capabilities now that they are known.
-func (a *Aggregator) writeQueued(it queued) {
-	if it.call == nil {
-		a.writeClient([][]byte{it.msg})
+// side is the client's side of the session; nil before the session's first request.
+func (a *Aggregator) side() clientSide {
+	if cs := a.session.Load(); cs != nil {
+		return cs.side
+	}
+	return nil
+}
+
+// answerCall answers the client's request c, relayed to a server, with the server's answer:
+// the one place a relayed call is answered. The client's side may keep it (a modern client's
+// request suspended for its input), and the answer is translated from the server's era to the
+// client's (era.Translate: byte for byte when they are the same).
+func (a *Aggregator) answerCall(c *call, result, errObj json.RawMessage) {
+	result, errObj, done := a.side().answered(c, result, errObj)
+	if done {
 		return
 	}
-	c := it.call
-	if errObj := a.clientRefuses(c.method, it.msg); errObj != nil {
-		if a.inflight.take(c) {
-			c.from.conn.Send(nil, stdio.Response(encodeID(c.fromID), nil, errObj)...)
-		}
-		return
+	a.writeAnswer(c.fromID, c.method, c.to.side().era(), result, errObj)
+}
+
+// answerClient answers the client's request id with an answer of the aggregator's own (of the
+// legacy era's shape: era.Translate gives a modern client its envelope).
+func (a *Aggregator) answerClient(id jsonrpc.ID, result, errObj json.RawMessage) {
+	a.writeAnswer(id, "", era.Legacy, result, errObj)
+}
+
+// writeAnswer writes an answer of era from to the client's request id (of method), in the
+// client's era.
+func (a *Aggregator) writeAnswer(id jsonrpc.ID, method string, from era.Era, result, errObj json.RawMessage) {
+	to := era.Legacy
+	if side := a.side(); side != nil {
+		to = side.era()
 	}
-	if a.inflight.deliver(c) {
-		a.writeClient(request(c.toID, c.method, it.msg))
+	result, errObj = era.Translate(method, from, to, result, errObj)
+	if err := a.client.WriteResponse(id, result, errObj); err != nil {
+		a.log.Debug("writing an answer to the client", "error", err)
 	}
 }
 
@@ -41,7 +62,7 @@ func (a *Aggregator) clientAnswer(resp *jsonrpc.Response) {
 		a.log.Debug("dropped an answer of the client to no request in flight", "id", resp.ID.Raw())
 		return
 	}
-	if c.own() { // an input request of a modern server's (childera.go)
+	if c.own() { // an input request of a modern server's (fulfil.go)
 		c.done(resp.Result, encodeError(resp.Error))
 		return
 	}
@@ -63,43 +84,26 @@ func (a *Aggregator) writeClient(msg [][]byte) {
 	}
 }
 
-// clientLog sends a log message of the aggregator's own to the client. Not to a modern one:
-// "The server MUST NOT emit notifications/message for a request that does not include"
-// io.modelcontextprotocol/logLevel (server/utilities/logging.mdx), and these belong to none.
+// clientLog sends a log message of the aggregator's own to the client, where its era allows.
 func (a *Aggregator) clientLog(level, text string) {
-	if a.modernClient() {
+	if side := a.side(); side != nil {
+		side.log(level, text)
 		return
 	}
-	a.toClient(logNotification(level, text))
+	a.toClient(logNotification(level, text)) // before the session: queued for a legacy one
 }
 
-// answerClient answers the client's request id; a modern client's answer in its envelope.
-func (a *Aggregator) answerClient(id jsonrpc.ID, result, errObj json.RawMessage) {
-	if a.modernClient() {
-		result, errObj = modernAnswer(result, errObj)
-	}
-	if err := a.client.WriteResponse(id, result, errObj); err != nil {
-		a.log.Debug("writing an answer to the client", "error", err)
-	}
-}
-
-// toClientRequest sends a server's request to the client under an ID of ours, or answers the
-// server with an error when the client cannot take it. Before the client is ready it waits in
-// the queue, in the table already (so that its server can cancel it or go down).
+// toClientRequest takes a server's request for the client (sampling, elicitation, roots).
+// Before the client is ready it waits in the queue, in the table already (so that its server
+// can cancel it or go down meanwhile); then the client's side takes it.
 func (a *Aggregator) toClientRequest(s *server, m *jsonrpc.Request) {
-	if a.modernClient() {
-		a.inputRequest(s, m)
-		return
-	}
-	c := &call{from: s, fromID: m.ID, to: nil, method: m.Method, doing: m.Method}
-	params := m.Params
-	token := tokenOf(params)
 	if !a.queue.isReady() {
-		newToken, res := a.inflight.add(c, token)
+		c := &call{from: s, fromID: m.ID, method: m.Method, doing: m.Method, stage: inQueue}
+		newToken, res := a.inflight.add(c, tokenOf(m.Params))
 		if res != addOK {
 			return // its server went down meanwhile: nobody waits for the answer
 		}
-		params = withToken(params, newToken)
+		params := withToken(m.Params, newToken)
 		if held, refused := a.queue.hold([][]byte{params}, c); held {
 			if refused && a.inflight.take(c) {
 				s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
@@ -107,19 +111,9 @@ func (a *Aggregator) toClientRequest(s *server, m *jsonrpc.Request) {
 			}
 			return
 		}
-		a.writeQueued(queued{msg: params, call: c}) // ready meanwhile
-		return
+		a.inflight.take(c) // ready meanwhile: the client's side takes it as it came
 	}
-	if errObj := a.clientRefuses(m.Method, params); errObj != nil {
-		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, errObj)...)
-		return
-	}
-	c.delivered = true
-	newToken, res := a.inflight.add(c, token)
-	if res != addOK {
-		return // its server went down meanwhile: nobody waits for the answer
-	}
-	a.writeClient(request(c.toID, c.method, withToken(params, newToken)))
+	a.side().serverRequest(s, m)
 }
 
 // withToken puts the progress token newToken into params' _meta; params unchanged when nil.
@@ -130,26 +124,4 @@ func withToken(params, newToken []byte) []byte {
 	ms, me, _ := rawjson.Member(params, "_meta")
 	ts, te, _ := rawjson.Member(params[ms:me], "progressToken")
 	return rawjson.Replace(params, ms+ts, ms+te, newToken)
-}
-
-// clientRefuses returns the error for a server's request the client cannot take (it did not
-// declare the capability); nil when it can.
-func (a *Aggregator) clientRefuses(method string, params json.RawMessage) json.RawMessage {
-	cs := a.session.Load()
-	capability := serverRequests[method]
-	declared, ok := cs.caps[capability]
-	if !ok {
-		return methodNotFound("%s does not support %s (it did not declare the %q capability); the request came through mcp-simple-aggregator", cs.label(), method, capability)
-	}
-	if method == "elicitation/create" && urlMode(params) && !rawjson.Has(declared, "url") {
-		// The servers were told the client does URL elicitation too; this one does only forms.
-		return invalidParams("%s does not support URL elicitation (its \"elicitation\" capability has no \"url\"); the request came through mcp-simple-aggregator", cs.label())
-	}
-	return nil
-}
-
-// urlMode reports whether the params of elicitation/create ask for URL mode.
-func urlMode(params json.RawMessage) bool {
-	mode, ok := rawjson.StringMember(params, "mode")
-	return ok && mode == "url"
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 )
 
@@ -70,10 +71,10 @@ func (w withheldDef) callError() string {
 		w.server.key, kindNames[w.kind], w.why())
 }
 
-// screen checks the lists of s against the schema of era, and returns the definitions it
+// screen checks the lists of s against the schema of era e, and returns the definitions it
 // withholds, by kind and place in its list. Tools that its filters hide are not looked at:
 // they are not served anyway. Callers hold Aggregator.mu (s.lists, s.filter) or own s.
-func screen(s *server, era mcpschema.Era) [numKinds]map[int]withheldDef {
+func screen(s *server, e era.Era) [numKinds]map[int]withheldDef {
 	var out [numKinds]map[int]withheldDef
 	for k := range numKinds {
 		for i, def := range s.lists[k] {
@@ -83,7 +84,7 @@ func screen(s *server, era mcpschema.Era) [numKinds]map[int]withheldDef {
 					continue
 				}
 			}
-			v := s.verdict(era, k, i, def)
+			v := s.verdict(e, k, i, def)
 			if v == nil {
 				continue
 			}
@@ -150,16 +151,16 @@ func (a *Aggregator) reportWithheld(old, cat *catalog) {
 	}()
 }
 
-// verdict is what the MCP schema of era says of the definition def, item i of the list k of s,
+// verdict is what the MCP schema of era e says of the definition def, item i of the list k of s,
 // checked once per list read: the catalog is built again at every change of any server, and
 // checking is the costly part of it (BENCHMARKS.md). Callers hold roster.mu (or own s alone,
 // as check does); whoever sets s.lists clears s.verdicts.
-func (s *server) verdict(era mcpschema.Era, k kind, i int, def json.RawMessage) []mcpschema.Violation {
-	key := verdictKey{era, k, i}
+func (s *server) verdict(e era.Era, k kind, i int, def json.RawMessage) []mcpschema.Violation {
+	key := verdictKey{e, k, i}
 	if v, ok := s.verdicts[key]; ok {
 		return v
 	}
-	v := mcpschema.Check(era, schemaKinds[k], def)
+	v := mcpschema.Check(e, schemaKinds[k], def)
 	if s.verdicts == nil {
 		s.verdicts = map[verdictKey][]mcpschema.Violation{}
 	}
@@ -169,7 +170,7 @@ func (s *server) verdict(era mcpschema.Era, k kind, i int, def json.RawMessage) 
 
 // verdictKey names one definition of a server's lists, for one era.
 type verdictKey struct {
-	era mcpschema.Era
+	era era.Era
 	k   kind
 	i   int
 }

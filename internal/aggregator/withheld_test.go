@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // The lines that name the definitions the fixture's -malformed adds (with -full).
@@ -140,7 +141,7 @@ func TestWithheldDefinitions(t *testing.T) {
 		`Unknown prompt: raw:unnamed_args: server "raw" lists this prompt, but `+why+`/arguments/0/name is missing`)
 	wantError(t, c.call("completion/complete", `{"ref":{"type":"ref/prompt","name":"raw:unnamed_args"},"argument":{"name":"a","value":""}}`), -32602,
 		`Unknown prompt: raw:unnamed_args: server "raw" lists this prompt, but `+why)
-	wantError(t, c.call("resources/read", `{"uri":"raw://static/late"}`), codeResourceNotFound,
+	wantError(t, c.call("resources/read", `{"uri":"raw://static/late"}`), era.CodeResourceNotFound,
 		`Resource not found: raw://static/late: server "raw" lists this resource, but `+why+`/annotations/lastModified is "yesterday"`)
 	// The rest of the server serves as before.
 	if m := c.call("tools/call", `{"name":"raw:echo","arguments":{"x":1}}`); m.Error != nil {

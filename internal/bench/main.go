@@ -30,6 +30,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
 )
 
@@ -451,7 +452,7 @@ func (b *bench) schemaCheck() row {
 	for range max(*runs, 5) {
 		start := time.Now()
 		for _, def := range defs {
-			if v := mcpschema.Check(mcpschema.Legacy, mcpschema.Tool, def); v != nil {
+			if v := mcpschema.Check(era.Legacy, mcpschema.Tool, def); v != nil {
 				log.Fatalf("a filler tool breaks the schema: %v", v)
 			}
 		}

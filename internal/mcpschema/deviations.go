@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // The clients' rules differ from the specification's schemas in a few places. The rule that
@@ -58,8 +60,8 @@ var common = []deviation{
 }
 
 // deviations are the changes to each era's schema.
-var deviations = [numEras][]deviation{
-	Legacy: append(append([]deviation(nil), common...),
+var deviations = [era.Count][]deviation{
+	era.Legacy: append(append([]deviation(nil), common...),
 		deviation{
 			at:    "/$defs/Tool/properties/inputSchema/properties/properties/additionalProperties",
 			value: map[string]any{"type": []any{"object", "array"}},
@@ -89,7 +91,7 @@ var deviations = [numEras][]deviation{
 	// The 2026-07-28 Tool is v2's: inputSchema z.looseObject({ $schema: z.string().optional(),
 	// type: z.literal("object") }), outputSchema z.looseObject({ $schema: z.string().optional() }),
 	// as the schema says.
-	Modern: common,
+	era.Modern: common,
 }
 
 // applyDeviations changes doc, a decoded schema, as devs say. A deviation whose place does not

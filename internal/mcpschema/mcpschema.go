@@ -26,35 +26,14 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
-// Era is a generation of the protocol, with one schema for its definitions.
-type Era int
-
-const (
-	// Legacy is every protocol version up to 2025-11-25 (2024-11-05, 2025-03-26, 2025-06-18,
-	// 2025-11-25), checked against the 2025-11-25 schema: the TypeScript clients validate every
-	// legacy session with the rules of 2025-11-25, and the older schemas require nothing more
-	// of these definitions (spec/README.md).
-	Legacy Era = iota
-	// Modern is protocol version 2026-07-28.
-	Modern
-	numEras
-)
-
-// EraOf is the era of a protocol version: Modern for 2026-07-28 (and later versions, which
-// keep its definitions until a schema of theirs is checked in), Legacy otherwise.
-func EraOf(protocolVersion string) Era {
-	if protocolVersion >= "2026-07-28" && len(protocolVersion) == len("2026-07-28") {
-		return Modern
-	}
-	return Legacy
-}
-
-func (e Era) String() string { return eraVersions[e] }
-
-// eraVersions are the versions whose schemas the eras use (spec/<version>.json).
-var eraVersions = [numEras]string{Legacy: "2025-11-25", Modern: "2026-07-28"}
+// Each era has one schema for its definitions, that of its latest version (era.Latest): the
+// legacy era's is 2025-11-25's, whose rules the TypeScript clients apply to every legacy session
+// (the older schemas require nothing more of these definitions: spec/README.md); the modern
+// era's is 2026-07-28's (spec/<version>.json).
 
 // Kind is the kind of a definition.
 type Kind int
@@ -105,22 +84,22 @@ type checker struct {
 // compiling both takes about 40 ms, which would delay every start of the program, also one
 // that never checks a definition (Warm starts it early, beside other work).
 var (
-	checkers = [numEras]func() *checker{
-		Legacy: sync.OnceValue(func() *checker { return compile(Legacy, legacyJSON) }),
-		Modern: sync.OnceValue(func() *checker { return compile(Modern, modernJSON) }),
+	checkers = [era.Count]func() *checker{
+		era.Legacy: sync.OnceValue(func() *checker { return compile(era.Legacy, legacyJSON) }),
+		era.Modern: sync.OnceValue(func() *checker { return compile(era.Modern, modernJSON) }),
 	}
 	printer = message.NewPrinter(language.English)
 )
 
 // Warm compiles the schema of era now, so that the first Check does not wait for it.
-func Warm(era Era) { checkers[era]() }
+func Warm(e era.Era) { checkers[e]() }
 
 // schemaURL is where an era's schema is registered with the compiler (nothing is fetched).
-func schemaURL(e Era) string {
-	return "https://modelcontextprotocol.io/schema/" + e.String() + "/schema.json"
+func schemaURL(e era.Era) string {
+	return "https://modelcontextprotocol.io/schema/" + era.Latest(e) + "/schema.json"
 }
 
-func compile(e Era, raw []byte) *checker {
+func compile(e era.Era, raw []byte) *checker {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		panic(fmt.Sprintf("mcpschema: spec/%s.json: %v", e, err))
@@ -168,14 +147,14 @@ func index(s *jsonschema.Schema, byLoc map[string]*jsonschema.Schema) {
 }
 
 // Check checks the definition def, a JSON value as the server sent it, of the given kind
-// against the schema of era, and returns the rules it breaks (nil when the clients of that
+// against the schema of era e, and returns the rules it breaks (nil when the clients of that
 // era accept it), in the order of the pointers.
-func Check(era Era, k Kind, def json.RawMessage) []Violation {
+func Check(e era.Era, k Kind, def json.RawMessage) []Violation {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(def))
 	if err != nil {
 		return []Violation{{Rule: "json", Message: fmt.Sprintf("the %s definition is not JSON: %v", k, err)}}
 	}
-	ch := checkers[era]()
+	ch := checkers[e]()
 	var out []Violation
 	if err := ch.kinds[k].Validate(v); err != nil {
 		verr, ok := err.(*jsonschema.ValidationError)
@@ -184,7 +163,7 @@ func Check(era Era, k Kind, def json.RawMessage) []Violation {
 		}
 		ch.collect(verr, &out)
 	}
-	if era == Legacy && k == Tool && !slices.ContainsFunc(out, func(v Violation) bool { return strings.HasPrefix(v.Pointer, "/outputSchema") }) {
+	if e == era.Legacy && k == Tool && !slices.ContainsFunc(out, func(v Violation) bool { return strings.HasPrefix(v.Pointer, "/outputSchema") }) {
 		// The v1 client compiles output schemas (outputschema.go).
 		if def, ok := v.(map[string]any); ok && def["outputSchema"] != nil {
 			out = append(out, compileProblems(def["outputSchema"], "/outputSchema")...)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // corpus is testdata/clients.json: definitions, and whether the TypeScript clients accept them
@@ -39,14 +41,14 @@ func TestCheckAgreesWithClients(t *testing.T) {
 		if !ok {
 			t.Fatalf("case %d: kind %q", i, tc.Kind)
 		}
-		for _, era := range []Era{Legacy, Modern} {
+		for _, e := range []era.Era{era.Legacy, era.Modern} {
 			want := tc.Accept
-			if era == Modern && tc.Modern != nil {
+			if e == era.Modern && tc.Modern != nil {
 				want = *tc.Modern
 			}
-			v := Check(era, k, tc.Definition)
+			v := Check(e, k, tc.Definition)
 			if (v == nil) != want {
-				t.Errorf("%s, %s (%s): %s: violations %v; the clients accept it: %v", era, tc.Kind, tc.Note, tc.Definition, v, want)
+				t.Errorf("%s, %s (%s): %s: violations %v; the clients accept it: %v", e, tc.Kind, tc.Note, tc.Definition, v, want)
 			}
 		}
 	}
@@ -77,7 +79,7 @@ func TestCheckMessages(t *testing.T) {
 		{ResourceTemplate, `{"name":"t"}`, []Violation{
 			{"/uriTemplate", "required", `/uriTemplate is missing; the MCP schema requires a string`}}},
 	} {
-		got := Check(Legacy, tc.k, json.RawMessage(tc.def))
+		got := Check(era.Legacy, tc.k, json.RawMessage(tc.def))
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("Check(%s, %s):\n got %q\nwant %q", tc.k, tc.def, got, tc.want)
 		}
@@ -90,21 +92,13 @@ func TestDeviations(t *testing.T) {
 	for e, devs := range deviations {
 		for _, d := range devs {
 			if !strings.Contains(d.why, "z.") {
-				t.Errorf("%s: deviation %s quotes no client code: %s", Era(e), d.at, d.why)
+				t.Errorf("%s: deviation %s quotes no client code: %s", era.Era(e), d.at, d.why)
 			}
 		}
 	}
 	doc := map[string]any{"$defs": map[string]any{}}
 	if err := applyDeviations(doc, []deviation{{at: "/$defs/Gone/properties/x", why: "test"}}); err == nil {
 		t.Error("a deviation whose place is gone applies")
-	}
-}
-
-func TestEraOf(t *testing.T) {
-	for v, want := range map[string]Era{"2024-11-05": Legacy, "2025-06-18": Legacy, "2025-11-25": Legacy, "2026-07-28": Modern, "": Legacy} {
-		if got := EraOf(v); got != want {
-			t.Errorf("EraOf(%q) = %s, want %s", v, got, want)
-		}
 	}
 }
 
@@ -127,7 +121,7 @@ func BenchmarkCheck2000(b *testing.B) {
 	defs := tools(2000)
 	for b.Loop() {
 		for _, d := range defs {
-			if v := Check(Legacy, Tool, d); v != nil {
+			if v := Check(era.Legacy, Tool, d); v != nil {
 				b.Fatal(v)
 			}
 		}

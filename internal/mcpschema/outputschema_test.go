@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // jsRegexpProblem finds every pattern JavaScript refuses with the u flag, but for those it
@@ -46,11 +48,11 @@ func TestCompileProblems(t *testing.T) {
 		{`{"type":"object","properties":{"a":{"type":"text"}}}`, `/outputSchema/properties/a/type has "text", which is not a JSON type`},
 		{`{"type":"object","properties":{"a":{"required":"x"}}}`, `/outputSchema/properties/a/required is a string; Ajv requires array`},
 	} {
-		got := Check(Legacy, Tool, json.RawMessage(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":`+tc.schema+`}`))
+		got := Check(era.Legacy, Tool, json.RawMessage(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":`+tc.schema+`}`))
 		if len(got) != 1 || got[0].Message != tc.want+tail {
 			t.Errorf("%s: %q\nwant %q", tc.schema, got, tc.want+tail)
 		}
-		if got := Check(Modern, Tool, json.RawMessage(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":`+tc.schema+`}`)); got != nil {
+		if got := Check(era.Modern, Tool, json.RawMessage(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":`+tc.schema+`}`)); got != nil {
 			t.Errorf("2026-07-28 (v2 compiles each tool's output schema apart): %s: %q", tc.schema, got)
 		}
 	}

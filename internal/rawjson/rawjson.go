@@ -7,6 +7,7 @@ package rawjson
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -217,4 +218,37 @@ func Replace(obj []byte, start, end int, value []byte) []byte {
 	out = append(out, obj[:start]...)
 	out = append(out, value...)
 	return append(out, obj[end:]...)
+}
+
+// Without is the object obj without the members keys, the others as they were written (each
+// key re-encoded as a JSON string).
+func Without(obj []byte, keys ...string) []byte {
+	out := []byte{'{'}
+	Object(obj, func(k []byte, start, end int) bool {
+		if slices.Contains(keys, string(k)) {
+			return true
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(appendKey(out, k), ':'), obj[start:end]...)
+		return true
+	})
+	return append(out, '}')
+}
+
+// appendKey appends the key k (unescaped) as a JSON string.
+func appendKey(b, k []byte) []byte { return append(b, Marshal(string(k))...) }
+
+// Marshal encodes v as JSON escaping only what JSON requires: encoding/json would also escape
+// <, > and & (for HTML), and the texts that pass through the aggregator are read by people and
+// models. nil when v cannot be encoded.
+func Marshal(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -127,5 +128,27 @@ func FuzzObject(f *testing.F) {
 	f.Fuzz(func(t *testing.T, obj []byte) {
 		check(t, obj)
 		String(obj)
+	})
+}
+
+// Without leaves a valid object with every member but the ones taken out, as they were.
+func FuzzWithout(f *testing.F) {
+	f.Add([]byte(`{"a":1,"_meta":{"x":[1,2]},"b":"\u00e9"}`), "_meta")
+	f.Add([]byte(`{}`), "a")
+	f.Add([]byte(`{"a":{"a":1},"a":2}`), "a")
+	f.Fuzz(func(t *testing.T, obj []byte, key string) {
+		var before map[string]any
+		if json.Unmarshal(obj, &before) != nil || before == nil {
+			return
+		}
+		out := Without(obj, key)
+		var after map[string]any
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("Without(%s, %q) = %s: %v", obj, key, out, err)
+		}
+		delete(before, key)
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("Without(%s, %q) = %s", obj, key, out)
+		}
 	})
 }

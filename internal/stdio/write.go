@@ -79,6 +79,12 @@ var (
 	null         = []byte("null")
 )
 
+// ErrorObject is a JSON-RPC error object: its code, message and data (none when nil).
+func ErrorObject(code int64, data json.RawMessage, msg string) json.RawMessage {
+	b, _ := json.Marshal(&jsonrpc.Error{Code: code, Message: msg, Data: data})
+	return b
+}
+
 // EncodeID is a request ID as JSON: a number as it is, a string quoted.
 func EncodeID(id jsonrpc.ID) (json.RawMessage, error) {
 	switch v := id.Raw().(type) {

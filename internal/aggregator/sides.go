@@ -1,0 +1,88 @@
+package aggregator
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+)
+
+// The two protocol eras (internal/era) meet here. The routing core never branches on a peer's
+// era: it asks the client's side (one per session) or a server's side (one per process), and
+// each era answers in its own file. What is pure (envelopes, translations, codecs) is in
+// internal/era; what holds state of a peer's era is behind these two interfaces.
+//
+//	clientSide   legacyClient (clientlegacy.go), modernClient (clientmodern.go)
+//	serverSide   legacyServer (serverlegacy.go), modernServer (servermodern.go)
+//
+// Answers need neither: era.Translate turns an answer of one era into the other's, and
+// answerClient calls it with the era of who answered and the client's.
+
+// clientSide is what a session does in its era.
+type clientSide interface {
+	era() era.Era
+	// request takes a request of the session (a session's first request made it: see
+	// clientRequest).
+	request(m *jsonrpc.Request)
+	// notification takes a notification of the client; false passes it to the SDK's session.
+	notification(m *jsonrpc.Request) bool
+	// serverRequest takes a server's request for the client's input (sampling, elicitation,
+	// roots), made once the session is ready (what comes before waits in the queue).
+	serverRequest(s *server, m *jsonrpc.Request)
+	// ready flushes what waited for the client (the queue) once it can be told.
+	ready()
+	// listChanged tells the client that a list of the aggregator's changed (the
+	// list_changed method); resourceUpdated that a resource changed.
+	listChanged(method string)
+	resourceUpdated(params json.RawMessage)
+	// serverLog reports whether a server's log message (its params) reaches the client.
+	serverLog(s *server, params json.RawMessage) bool
+	// log sends a log line of the aggregator's own, where the era allows.
+	log(level, text string)
+	// relay notes what the client's request c asks of the way it is relayed (a modern
+	// request's envelope and log level).
+	relay(c *call)
+	// progress reports whether the progress of c, a relayed call, reaches the client.
+	progress(c *call) bool
+	// taskStatus reports whether a server's notifications/tasks/status reaches the client.
+	taskStatus() bool
+	// answered takes a relayed call's answer before it is written (a modern client's tasks,
+	// cache hints): the result to write, or done when nothing is to be written now.
+	answered(c *call, result, errObj json.RawMessage) (json.RawMessage, json.RawMessage, bool)
+	// end answers what waits for the client when the session ends.
+	end()
+}
+
+// serverSide is what a server process is in its era, set when its probe settles it.
+type serverSide interface {
+	era() era.Era
+	// handshake completes the server's start after the probe: initialize for a legacy
+	// server, the listen of a modern one.
+	handshake(ctx context.Context, s *server, params json.RawMessage) (stage string, err error)
+	// params are the params of c as s gets them (c.params: the client's request's, or the
+	// aggregator's own).
+	params(c *call, params [][]byte) [][]byte
+	// health is the request the health probe sends (ping; server/discover in the modern era,
+	// which has no ping).
+	health() (method, doing string)
+	// subscribeFor takes the client's own resources/subscribe or unsubscribe of uri (noted in
+	// the client's setup already): true when it is answered here, false when it is relayed.
+	subscribeFor(req *jsonrpc.Request, s *server, uri string) bool
+	// subscribe makes s carry (or stop carrying) a subscription of the client's to uri made
+	// by the aggregator (a modern client's listen stream; method: resources/subscribe or
+	// unsubscribe); errObj says why it did not.
+	subscribe(ctx context.Context, s *server, method, uri string) (errObj json.RawMessage)
+	// setsLevel reports whether s takes logging/setLevel (a modern server takes the level per
+	// request).
+	setsLevel() bool
+	// replay sets up on a new process of the key what the client set up on the key before.
+	replay(ctx context.Context, s *server)
+	// notification looks at a notification of s before its dispatch: true when it ends here
+	// (a listen's acknowledgement); it may change the params it goes on with.
+	notification(s *server, m *jsonrpc.Request) bool
+	// carry takes an answer of s that is not final for the client (a modern server's
+	// input_required for a legacy client): true when it is carried on elsewhere.
+	carry(c *call, s *server, result json.RawMessage) bool
+}

@@ -1,0 +1,135 @@
+package aggregator
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+)
+
+// A modern client's subscriptions/listen streams (basic/patterns/subscriptions.mdx): what a
+// legacy client is sent unasked (list changes, updates of the resources it subscribed to)
+// reaches a modern client only on a stream that asked for it, each notification tagged with
+// the stream's ID. A stream is a standing call of the client's in the table (its cancellation
+// finds it there, as any other); a subscribed resource is subscribed at its server once for
+// all the streams that want it.
+
+// stream is a modern client's subscriptions/listen: what it asked for, and the _meta member
+// that tags its notifications.
+type stream struct {
+	filter era.Filter
+	tag    string
+}
+
+// listen opens a subscriptions/listen stream: the resources are subscribed at their servers
+// first, then the stream is acknowledged with what the aggregator agreed to, and it is open.
+// It runs on its own: subscribing waits for servers.
+func (a *Aggregator) listen(m *jsonrpc.Request) {
+	f, ok := era.ReadFilter(m.Params)
+	if !ok {
+		a.answerClient(m.ID, nil, invalidParams("subscriptions/listen needs params with the object \"notifications\" (a SubscriptionFilter)"))
+		return
+	}
+	// A subscription ends when "the underlying transport closes": the end of the input does not
+	// wait for its answer (basic/patterns/subscriptions.mdx, "Cancellation").
+	a.client.Standing(m.ID)
+	id := encodeID(m.ID)
+	go func() {
+		f.URIs = a.subscribeAll(f.URIs)
+		st := &call{fromID: m.ID, method: m.Method, doing: "listening", stream: &stream{filter: f, tag: era.Tag(id)}}
+		a.streamsMu.Lock()
+		defer a.streamsMu.Unlock()
+		a.writeClient(notification("notifications/subscriptions/acknowledged", era.Acknowledged(f, id)))
+		a.inflight.stand(st)
+	}()
+}
+
+// unlisten closes the stream st the client cancelled: its resources are unsubscribed where no
+// other stream wants them. The stream gets no answer: the client ended it.
+func (a *Aggregator) unlisten(st *call) {
+	go func() {
+		open := a.inflight.streams()
+		for _, uri := range st.stream.filter.URIs {
+			if !slices.ContainsFunc(open, func(o *call) bool { return slices.Contains(o.stream.filter.URIs, uri) }) {
+				a.subscribeAt(uri, "resources/unsubscribe")
+			}
+		}
+	}()
+}
+
+// subscribeAll subscribes each URI at its server (once for every stream that wants it), and
+// returns those subscribed: a URI no server lists, or whose server does not offer
+// subscriptions or refuses it, is left out of the acknowledgement ("Notification types the
+// server does not support are omitted").
+func (a *Aggregator) subscribeAll(uris []string) []string {
+	open := a.inflight.streams()
+	var agreed []string
+	for _, uri := range uris {
+		if slices.ContainsFunc(open, func(o *call) bool { return slices.Contains(o.stream.filter.URIs, uri) }) || a.subscribeAt(uri, "resources/subscribe") {
+			agreed = append(agreed, uri)
+		}
+	}
+	return agreed
+}
+
+// subscribeAt subscribes (or unsubscribes) uri at the server that owns it, as its era does;
+// it reports whether the server accepted it.
+func (a *Aggregator) subscribeAt(uri, method string) bool {
+	s, why := a.catalog.Load().resourceOwner(uri)
+	if s == nil || !s.subscribes() {
+		if s != nil {
+			why = "its server does not offer resource subscriptions"
+		}
+		a.log.Debug("a resource of a subscriptions/listen is not subscribed", "uri", uri, "why", why)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(a.closingCtx, a.opts.StartupTimeout)
+	defer cancel()
+	if errObj := s.side().subscribe(ctx, s, method, uri); errObj != nil {
+		s.failureLog()("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", string(errObj))
+		return false
+	}
+	return true
+}
+
+// subscribes reports whether the server offers resource subscriptions.
+func (s *server) subscribes() bool {
+	var r struct {
+		Subscribe bool `json:"subscribe"`
+	}
+	_ = json.Unmarshal(s.caps["resources"], &r)
+	return r.Subscribe
+}
+
+// streamListChanged tells a modern client that a list of the aggregator's changed, on each
+// stream that asked for it.
+func (a *Aggregator) streamListChanged(method string) {
+	a.streamsMu.Lock()
+	defer a.streamsMu.Unlock()
+	for _, st := range a.inflight.streams() {
+		if st.stream.filter.Wants(method) {
+			a.writeClient(notification(method, era.Tagged(nil, st.stream.tag)))
+		}
+	}
+}
+
+// streamResourceUpdated passes a server's notifications/resources/updated to a modern client,
+// on each stream that subscribed the URI, or a resource it is part of.
+func (a *Aggregator) streamResourceUpdated(params json.RawMessage) {
+	var p struct {
+		URI *string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.URI == nil {
+		return
+	}
+	a.streamsMu.Lock()
+	defer a.streamsMu.Unlock()
+	for _, st := range a.inflight.streams() {
+		if st.stream.filter.Covers(*p.URI) {
+			a.writeClient(notification("notifications/resources/updated", era.Tagged(params, st.stream.tag)))
+		}
+	}
+}
