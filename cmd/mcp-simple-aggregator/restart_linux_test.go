@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,11 +89,10 @@ func TestFaultRestartGivesUp(t *testing.T) {
 	if n := strings.Count(stderr, `is given up after 4 restarts in a row (--max-restarts 4)`); n != 1 {
 		t.Errorf("%d give-ups reported, want 1:\n%s", n, stderr)
 	}
-	// The first try's process exits before the server/discover probe is answered: it is
-	// started once more for initialize (a server that exits on the probe), exits again, and
-	// the later tries are not started twice.
-	if n := strings.Count(stderr, "[loop] fixture: exiting at start"); n != 5 {
-		t.Errorf("%d starts, want 5", n)
+	// A try is one start: the key's last process served in the legacy era, so its new ones
+	// get initialize without a probe, and a process that exits at once is not started twice.
+	if n := strings.Count(stderr, "[loop] fixture: exiting at start"); n != 4 {
+		t.Errorf("%d starts for --max-restarts 4, want 4:\n%s", n, stderr)
 	}
 	wantErrorText(t, agg.call("tools/call", `{"name":"loop:echo","arguments":{}}`), "Unknown tool: loop:echo")
 	if pidOf(agg, "other:pid") == 0 {
@@ -103,6 +103,64 @@ func TestFaultRestartGivesUp(t *testing.T) {
 	waitTool(t, agg, "loop:echo", true)
 	if pidOf(agg, "loop:pid") == 0 {
 		t.Errorf("the server did not come back with the reload")
+	}
+	endSession(t, agg, tag)
+}
+
+// --max-restarts N means N starts: with 1, a server that dies at once on every start is started
+// once after its crash, not twice (once for the probe, once for initialize).
+func TestFaultRestartTryIsOneStart(t *testing.T) {
+	tag := newTag(t)
+	dieFile := filepath.Join(t.TempDir(), "die")
+	agg := startAggregator(t, `{"mcpServers": {"loop": `+tagged(tag, "-exit-at-start-if", dieFile)+`}}`,
+		"--restart-delay", "50ms", "--max-restarts", "1", "--debug")
+	agg.initialize("test")
+	os.WriteFile(dieFile, nil, 0o600)
+	agg.call("tools/call", `{"name":"loop:crash","arguments":{}}`)
+	if !agg.note("notifications/tools/list_changed", 10*time.Second) {
+		t.Fatalf("no list_changed after giving up; stderr:\n%s", agg.stderr)
+	}
+	stderr := agg.stderr.String()
+	if n := strings.Count(stderr, "[loop] fixture: exiting at start"); n != 1 {
+		t.Errorf("%d starts for --max-restarts 1, want 1:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr, "era: legacy (its last process served in the legacy era; not probed) server=loop") {
+		t.Errorf("the try was probed:\n%s", stderr)
+	}
+	endSession(t, agg, tag)
+}
+
+// A call the client cancels while it is held for a restarting server is never sent (a
+// destructive tool the user stopped must not run once the server is back), and the calls held
+// beside it go on.
+func TestFaultCancelledHeldCall(t *testing.T) {
+	tag := newTag(t)
+	record := filepath.Join(t.TempDir(), "calls")
+	agg := startAggregator(t, `{"mcpServers": {"s": `+tagged(tag, "-record", record)+`}}`, "--restart-delay", "500ms", "--debug")
+	agg.initialize("test")
+	if m := agg.call("tools/call", `{"name":"s:crash","arguments":{}}`); m.Error == nil {
+		t.Fatalf("the crash: %s", m.Line)
+	}
+	stopped := agg.send("tools/call", `{"name":"s:echo","arguments":{"tag":"stopped"}}`)
+	agg.mu.Lock()
+	stoppedID := agg.nextID
+	agg.mu.Unlock()
+	kept := agg.send("tools/call", `{"name":"s:echo","arguments":{"tag":"kept"}}`)
+	agg.writeLine(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"the user stopped it"}}`, stoppedID))
+	if m := agg.wait(kept, "the call held beside it"); m.Error != nil || !strings.Contains(string(m.Result), `"tag":"kept"`) {
+		t.Errorf("the call held beside the cancelled one: %s", m.Line)
+	}
+	select {
+	case m := <-stopped:
+		t.Errorf("the cancelled call was answered: %s", m.Line)
+	case <-time.After(200 * time.Millisecond):
+	}
+	calls, _ := os.ReadFile(record)
+	if strings.Contains(string(calls), "stopped") || !strings.Contains(string(calls), "kept") {
+		t.Errorf("the server was asked:\n%s", calls)
+	}
+	if !strings.Contains(agg.stderr.String(), "the client cancelled a call held for its server: it is not sent") {
+		t.Errorf("stderr:\n%s", agg.stderr)
 	}
 	endSession(t, agg, tag)
 }
