@@ -145,3 +145,22 @@ func TestBurstAnswersOnceWritten(t *testing.T) {
 		t.Fatal("a response written at the end of a burst still counts as unanswered")
 	}
 }
+
+// Held lines are written in writes that a pipe carries whole (atomicWrite), cut between lines:
+// a peer of an aggregator killed in the middle of a burst reads only whole lines.
+func TestLinesWithin(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		max  int
+		want int
+	}{
+		{"a\nb\n", 10, 4},
+		{"aaa\nbbb\nccc\n", 9, 8},
+		{"aaaaaaaa\nb\n", 4, 9}, // a line longer than max goes alone
+		{"aaaa", 2, 4},          // no newline: all of it
+	} {
+		if got := linesWithin([]byte(tc.data), tc.max); got != tc.want {
+			t.Errorf("linesWithin(%q, %d) = %d, want %d", tc.data, tc.max, got, tc.want)
+		}
+	}
+}

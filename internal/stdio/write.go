@@ -1,6 +1,7 @@
 package stdio
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -138,13 +139,27 @@ func (c *Conn) writeLocked(parts ...[]byte) error {
 	return err
 }
 
-// writeParts writes first and then parts, as one write when they are small; a large part is
-// written on its own instead of being copied. Callers hold wmu.
+// atomicWrite is the most a write to a pipe can carry whole: "Write requests of {PIPE_BUF}
+// bytes or less shall not be interleaved with data from other processes" (POSIX write(2));
+// PIPE_BUF is 4096 on Linux, and at least 512 everywhere. Should the aggregator be killed in
+// the middle, its peer reads only whole lines of what was written in such writes.
+const atomicWrite = 4096
+
+// writeParts writes first (whole lines held during a burst) and then parts, as one write when
+// they are small; held lines are written in writes of at most atomicWrite bytes, cut between
+// lines, and a large part is written on its own instead of being copied. Callers hold wmu.
 func (c *Conn) writeParts(first []byte, parts [][]byte) error {
 	select {
 	case <-c.closed:
 		return fmt.Errorf("write: %w", io.ErrClosedPipe)
 	default:
+	}
+	for len(first)+size(parts) > atomicWrite && len(first) > 0 {
+		n := linesWithin(first, atomicWrite)
+		if _, err := c.w.Write(first[:n]); err != nil {
+			return err
+		}
+		first = first[n:]
 	}
 	buf := append(c.wbuf[:0], first...)
 	for _, p := range parts {
@@ -308,6 +323,21 @@ func (c *Conn) flush(locked bool) {
 		}
 		c.answeredAll(q.ids)
 	}
+}
+
+// linesWithin is the length of the longest run of whole lines at the start of data that fits in
+// max bytes; the first line when it alone is longer (data ends with a newline).
+func linesWithin(data []byte, max int) int {
+	if len(data) <= max {
+		return len(data)
+	}
+	if i := bytes.LastIndexByte(data[:max], '\n'); i >= 0 {
+		return i + 1
+	}
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1
+	}
+	return len(data)
 }
 
 // size is the length of the message parts make.
