@@ -329,3 +329,47 @@ func TestModernRetryWithoutState(t *testing.T) {
 		}
 	}
 }
+
+// A legacy server's request outside any request of the client's (roots/list as soon as it is
+// initialized, as the filesystem and everything servers do) waits for the client's next
+// request that can carry input: that request is answered with an InputRequiredResult for it
+// first, the retry delivers the answer, and the request then goes on as it was. A request that
+// does not declare the capability cannot carry it: the server is told the client does not
+// support it, and the request goes on.
+func TestModernParkedRequest(t *testing.T) {
+	c := serve(t, Options{}, fx("fs", "-full", "-roots-at-start"))
+	if m := c.modernCall("tools/list", ""); m.Error != nil {
+		t.Fatal(m.Line)
+	}
+	call := `"name":"fs:roots","arguments":{}`
+	var m msg
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the server asks once it is initialized: the first list may come before
+		m = c.modernCall("tools/call", call)
+		if member[string](t, m, "resultType") == "input_required" || time.Now().After(deadline) {
+			break
+		}
+	}
+	requests := member[map[string]json.RawMessage](t, m, "inputRequests")
+	if len(requests) != 1 || string(requests["roots-1"]) != `{"method":"roots/list"}` {
+		t.Fatalf("the request did not carry the server's roots/list: %s", m.Line)
+	}
+	state, _ := json.Marshal(member[string](t, m, "requestState"))
+	roots := `{"roots":[{"uri":"file:///work","name":"work"}]}`
+	m = c.modernCall("tools/call", call+`,"inputResponses":{"roots-1":`+roots+`},"requestState":`+string(state))
+	if member[string](t, m, "resultType") != "complete" || !strings.Contains(m.Line, `"structuredContent":{"result":`+roots+`}`) {
+		t.Fatalf("the retry went on as the request, and the server had the client's roots: %s", m.Line)
+	}
+
+	c = serve(t, Options{}, fx("fs", "-full", "-roots-at-start"))
+	c.modernCall("tools/list", "")
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(c.log.String(), "a request of the server waits for the client's next request that can carry it") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := "{" + meta(`{"sampling":{}}`) + "," + call + "}"
+	m = c.call("tools/call", p)
+	if m.Error != nil || !strings.Contains(m.Line, `does not support roots/list`) {
+		t.Fatalf("a request without the roots capability: %s", m.Line)
+	}
+}

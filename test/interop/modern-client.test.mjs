@@ -478,3 +478,35 @@ test("legacy → aggregator → modern-server (modern only): the same tools and 
   await through.client.callTool({ name: "modern:progress", arguments: { steps: 3 } }, { onprogress: (p) => progress.push(p.progress) });
   assert.deepEqual(progress, [1, 2, 3]);
 });
+
+// A legacy server's request outside any call (issue #27, item 5): the filesystem server started
+// with no directory asks the client for roots/list as soon as it is initialized. A pinned client
+// takes no requests; through the aggregator the request waits for the client's next call, which
+// is answered with an InputRequiredResult carrying it first: the client's roots handler answers,
+// and the call goes on. list_allowed_directories then shows the client's root (the server
+// applies the roots as it gets them: asked until it does).
+test("pinned: the filesystem server with no directory gets the client's roots, asked at its first call", async () => {
+  const root = fs.mkdtempSync(path.join(work, "root-"));
+  const config = writeConfig("roots", {
+    fs: { command: process.execPath, args: [path.join(here, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")] },
+  });
+  const client = new Client({ name: "modern-roots-test", version: "1.0.0" }, { capabilities: { roots: {} }, versionNegotiation: { mode: PIN } });
+  let asked = 0;
+  client.setRequestHandler("roots/list", async () => {
+    asked++;
+    return { roots: [{ uri: `file://${root}`, name: "the client's root" }] };
+  });
+  clients.push(client);
+  await client.connect(new StdioClientTransport({ command: aggregator, args: ["--config", config], env: { ...process.env, [MARKER]: marker }, stderr: "ignore" }));
+  assert.equal(client.getProtocolEra(), "modern");
+  const real = fs.realpathSync(root);
+  let text = "";
+  const deadline = Date.now() + 15000;
+  while (!text.includes(real)) {
+    if (Date.now() > deadline) assert.fail(`list_allowed_directories never showed the client's root ${real}; last: ${text}`);
+    const result = await client.callTool({ name: "fs:list_allowed_directories", arguments: {} });
+    text = result.content.map((c) => c.text ?? "").join("\n");
+    if (!text.includes(real)) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(asked >= 1, "the client's roots handler was asked");
+});
