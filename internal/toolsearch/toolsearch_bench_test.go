@@ -57,7 +57,7 @@ func BenchmarkSearchTasks10000(b *testing.B) {
 	}
 	var set *evaluation.Set
 	for _, s := range sets {
-		if s.Name == "LiveMCPBench tasks" {
+		if s.Name == "LiveMCPBench" {
 			set = s
 		}
 	}

@@ -77,7 +77,7 @@ func TestPublicSets(t *testing.T) {
 	}
 	want := map[string][3]int{ // tools, servers, queries
 		"mcpproxy-go golden set": {45, 7, 47},
-		"LiveMCPBench tasks":     {527, 70, 94},
+		"LiveMCPBench":           {527, 70, 94},
 		"MetaTool single-tool":   {199, 199, 1031},
 		"MetaTool multi-tool":    {199, 199, 497},
 	}

@@ -65,7 +65,7 @@ func LoadLiveMCPBench(dir string) (*Set, error) {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 	}
-	set := &Set{Name: "LiveMCPBench tasks", Tasks: true}
+	set := &Set{Name: "LiveMCPBench", Tasks: true}
 	byName := map[string][]string{} // bare tool name: exposed names
 	for _, entry := range suite {
 		keys := make([]string, 0, len(entry.Tools))
