@@ -113,10 +113,15 @@ func TestToolSearchListAndSearch(t *testing.T) {
 			t.Errorf("%s: readOnlyHint %v, want %v: %s", name, !readOnly, readOnly, listed[name])
 		}
 	}
+	// The instructions have a line per server; the search tool's description its key only, so
+	// that the list does not grow with each server (internal/aggregator's TestToolSearchListSize).
 	for _, s := range []string{"fs (13 tools): tools such as read_file", "gh (26 tools)", "tools, listed in full): Tools to test the aggregator with.", "search_tools"} {
-		if !bytes.Contains(init.Result, []byte(s)) || !bytes.Contains(listed["search_tools"], []byte(s)) {
-			t.Errorf("the instructions or search_tools' description lack %q:\n%s\n%s", s, init.Result, listed["search_tools"])
+		if !bytes.Contains(init.Result, []byte(s)) {
+			t.Errorf("the instructions lack %q:\n%s", s, init.Result)
 		}
+	}
+	if !bytes.Contains(listed["search_tools"], []byte("Servers: fs, fx, gh.")) || bytes.Contains(listed["search_tools"], []byte("tools such as")) {
+		t.Errorf("search_tools' description does not name the servers by key alone:\n%s", listed["search_tools"])
 	}
 
 	// The servers' own instructions follow.
@@ -203,6 +208,12 @@ func TestToolSearchCall(t *testing.T) {
 		t.Errorf("no progress through call_tool")
 	}
 
+	// A tool's bare name, when one server lists it, works as with tools/call.
+	direct = agg.call("tools/call", `{"name":"read_file","arguments":{"path":"/z"}}`)
+	m = agg.call("tools/call", `{"name":"call_read_only_tool","arguments":{"name":"read_file","arguments":{"path":"/z"}}}`)
+	if direct.Error != nil || !bytes.Equal(m.Result, direct.Result) {
+		t.Errorf("call_read_only_tool by the bare name read_file:\n got %s\nwant %s", m.Line, direct.Line)
+	}
 	for _, c := range []struct{ via, tool, want string }{
 		{"call_read_only_tool", "fs:write_file", "is not marked read-only"},
 		{"call_read_only_tool", "fx:echo", "is not marked read-only"},
@@ -312,5 +323,54 @@ func TestToolSearchInstructionsLimit(t *testing.T) {
 	json.Unmarshal(m.Result, &r)
 	if n := len([]rune(r.Instructions)); n > 2048 || !strings.HasPrefix(r.Instructions, "This aggregator serves") || !strings.Contains(r.Instructions, "search_tools") {
 		t.Errorf("instructions of %d characters for claude-code:\n%s", n, r.Instructions)
+	}
+}
+
+// A definition withheld for breaking the MCP schema gets, through call_tool, the message a
+// tools/call of it gets.
+func TestToolSearchCallWithheld(t *testing.T) {
+	agg := startAggregator(t, `{"mcpServers": {"fx": {"command": "$FIXTURE", "args": ["-malformed"]}}}`, "--tool-search")
+	agg.initialize("test")
+	direct := agg.call("tools/call", `{"name":"fx:plain","arguments":{}}`)
+	var e struct{ Message string }
+	if err := json.Unmarshal(direct.Error, &e); err != nil || !strings.Contains(e.Message, "withheld") {
+		t.Fatalf("tools/call of the withheld fx:plain: %s", direct.Line)
+	}
+	text, isError := toolResult(t, agg.call("tools/call", `{"name":"call_tool","arguments":{"name":"fx:plain","arguments":{}}}`))
+	if !isError || text != e.Message {
+		t.Errorf("call_tool of the withheld fx:plain: %q (isError %v), want %q", text, isError, e.Message)
+	}
+}
+
+// With --separator _, a server "search" with a tool "tools" is exposed as search_tools, the
+// name of the aggregator's own tool. The aggregator's keeps the name (the list has it once, a
+// direct call gets it); the server's is named on stderr, found with a note, and called through
+// call_tool.
+func TestToolSearchShadowedName(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tools.json")
+	if err := os.WriteFile(file, []byte(`{"tools":[{"name":"tools","description":"Lists the saved searches of the search engine.","inputSchema":{"type":"object"}},`+
+		`{"name":"run","description":"Runs a saved search.","inputSchema":{"type":"object"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, always := range []string{"", `, "alwaysLoad": true`} {
+		agg := startAggregator(t, `{"mcpServers": {"search": {"command": "$FIXTURE", "args": ["-only-fillers", "-tools-file", `+jsonString(file)+`]`+always+`}}}`,
+			"--tool-search", "--separator", "_")
+		agg.initialize("test")
+		_, names := tools(t, agg.call("tools/list", ""))
+		if n := strings.Count(strings.Join(names, " ")+" ", "search_tools "); n != 1 {
+			t.Errorf("alwaysLoad %q: tools/list has search_tools %d times: %q", always, n, names)
+		}
+		r, found := search(t, agg, `{"query":"saved searches of the search engine"}`)
+		if !slices.Contains(found, "search_tools") || !strings.Contains(r.Note, `call it with call_tool {"name": "search_tools"`) {
+			t.Errorf("alwaysLoad %q: the server's search_tools found %q, note %q", always, found, r.Note)
+		}
+		m := agg.call("tools/call", `{"name":"call_tool","arguments":{"name":"search_tools","arguments":{"x":1}}}`)
+		if text, isError := toolResult(t, m); isError || !bytes.Contains(m.Result, []byte(`"x":1`)) {
+			t.Errorf("alwaysLoad %q: call_tool of the server's search_tools: %s (%s)", always, m.Line, text)
+		}
+		if !strings.Contains(agg.stderr.String(), `tool "tools" is exposed as "search_tools", the name of the aggregator's own tool`) {
+			t.Errorf("alwaysLoad %q: stderr does not name the shadowed tool:\n%s", always, agg.stderr)
+		}
 	}
 }

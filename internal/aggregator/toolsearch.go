@@ -23,9 +23,13 @@ import (
 // catalog: it follows list changes, restarts and reloads, and it holds what the filters let
 // through, as the list does.
 
-// The aggregator's own tools in the mode. Their names have no separator, so they cannot be
-// the exposed name of a server's tool unless the separator is "_" and a server is "search" or
-// "call"; then the aggregator's tool wins.
+// The aggregator's own tools in the mode. Their names have no separator, so they are the
+// exposed name of a server's tool only when the separator is "_" and a server is "search" or
+// "call" (key "search", tool "tools"), or the bare name of one when a server names a tool so
+// (another aggregator). Then the aggregator's tool keeps the name: it is what tools/list shows,
+// and a direct tools/call of it gets the aggregator's tool. The server's tool is not lost: it is
+// named on stderr (shadowWarnings), search_tools finds it with a note, and call_tool, which
+// looks every name up in the catalog and never among the aggregator's own tools, calls it.
 const (
 	searchToolName   = "search_tools"
 	callToolName     = "call_tool"
@@ -41,6 +45,14 @@ const (
 	searchBudget       = 32 << 10
 )
 
+// ownNames are the names of the aggregator's tools in the mode.
+var ownNames = []string{searchToolName, callToolName, callReadOnlyName}
+
+// The search tool's description names servers by key only, and only within keysBudget bytes:
+// a line per server with a summary, as the instructions have, grew the list by about 90
+// bytes a server (2,226 tokens at 70 servers). The rest are counted, and found by searching.
+const keysBudget = 600
+
 // searchState is what the mode needs of a catalog, each part built once from it when first
 // needed: the list (cheap) at the first tools/list, the index at the first search.
 type searchState struct {
@@ -48,6 +60,7 @@ type searchState struct {
 	list     json.RawMessage // the answer to tools/list
 	servers  string          // a line per server: key, tool count, summary
 	keys     []string        // the keys of the servers with tools
+	shadowed map[string]bool // servers' tools named like the aggregator's own, by exposed name
 
 	indexOnce sync.Once
 	index     *toolsearch.Index // of the catalog's tools, in the order of catalog.order
@@ -92,13 +105,52 @@ func (st *searchState) build(c *catalog) {
 		lines = append(lines, fmt.Sprintf("- %s (%d tools%s): %s", s.key, n, listed, serverSummary(s, c.order)))
 	}
 	st.servers = strings.Join(lines, "\n")
-	defs := ownToolDefs(st.servers)
+	st.shadowed = map[string]bool{}
+	for _, name := range ownNames {
+		if e, ok := c.named(kindTools, []byte(name)); ok {
+			// Said at each new catalog that still has it (a list change, a reload), as
+			// the user may not have seen it at the start.
+			e.server.log.Warn(shadowWarning(e, name))
+			st.shadowed[e.exposed] = e.exposed == name // by its exposed name, a direct call reaches it
+		}
+	}
+	defs := ownToolDefs(keysLine(st.keys))
 	for _, e := range c.order {
-		if e.server.cfg.AlwaysLoad {
+		// A list with two tools of one name is one that clients reject whole.
+		if e.server.cfg.AlwaysLoad && !slices.Contains(ownNames, e.exposed) {
 			defs = append(defs, e.def)
 		}
 	}
 	st.list = encodeList("tools", defs)
+}
+
+// keysLine names servers for the search tool's description: their keys, as many as fit in
+// keysBudget, then how many more there are.
+func keysLine(keys []string) string {
+	var b strings.Builder
+	for i, k := range keys {
+		if b.Len()+len(k) > keysBudget {
+			fmt.Fprintf(&b, " and %d more", len(keys)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+// shadowWarning says that the server's tool e, exposed or reachable by its bare name as
+// name, has the name of one of the aggregator's own tools, and how to reach it.
+func shadowWarning(e entry, name string) string {
+	how := "exposed as"
+	if e.exposed != name {
+		how = "reachable by its bare name"
+	}
+	return fmt.Sprintf("tool %q is %s %q, the name of the aggregator's own tool with --tool-search: "+
+		"a tools/call of %q gets the aggregator's tool, and this one is reached through %s {\"name\": %q}; "+
+		"to call it directly, rename the server key or choose another --separator", e.original, how, name, name, callToolName, e.exposed)
 }
 
 // serverSummary says in one line what a server is for: the first sentence of its instructions,
@@ -126,8 +178,8 @@ func serverSummary(s *server, order []entry) string {
 	return "tools such as " + strings.Join(names, ", ")
 }
 
-// ownToolDefs are the definitions of the aggregator's tools; servers is the list of servers
-// for the search tool's description.
+// ownToolDefs are the definitions of the aggregator's tools; servers names the servers for the
+// search tool's description (keysLine).
 func ownToolDefs(servers string) []json.RawMessage {
 	type schema struct {
 		Type       string         `json:"type"`
@@ -154,11 +206,12 @@ func ownToolDefs(servers string) []json.RawMessage {
 	}
 	defs := []tool{
 		{searchToolName, "Search tools",
-			"Finds the tools of the servers below by what they do, and returns their full definitions (name, description, inputSchema, annotations). " +
-				"Search before calling a tool: describe the task in a few words, or give a tool's exact name. Call what you find with " + callToolName +
-				" (or " + callReadOnlyName + " for tools marked readOnlyHint). Servers:\n" + servers,
+			"Finds the tools of the aggregator's servers by what they do, and returns their full definitions (name, description, inputSchema, annotations). " +
+				"Search before calling a tool: describe the task in a few words, or give a tool's exact name; for a task of several steps, search with the whole task " +
+				"or step by step. A server's key finds its tools. Call what you find with " + callToolName +
+				" (or " + callReadOnlyName + " for tools marked readOnlyHint). Servers: " + servers + ".",
 			schema{"object", map[string]any{
-				"query":  map[string]string{"type": "string", "description": "What you want to do, in a few words (\"open a pull request\", \"read a file\"), or a tool's exact name"},
+				"query":  map[string]string{"type": "string", "description": "What you want to do (\"open a pull request\", \"read a file\"), the steps of a task, or a tool's exact name"},
 				"server": map[string]string{"type": "string", "description": "Only the tools of the server with this key"},
 				"limit":  map[string]any{"type": "integer", "minimum": 1, "maximum": maxSearchLimit, "description": fmt.Sprintf("The most tools to return (default %d)", defaultSearchLimit)},
 			}, []string{"query"}},
@@ -233,9 +286,13 @@ func (a *Aggregator) callOwnTool(req *jsonrpc.Request) bool {
 		a.answerClient(req.ID, toolError("%s needs the arguments {\"name\": <a tool's exact name>, \"arguments\": {...}}", name), nil)
 		return true
 	}
-	e, found := cat.tools[*p.Name]
+	// The lookup of tools/call (callNamed), and its messages, as an error result: the
+	// exposed name, or the name the server declared when only one server lists it.
+	e, found := cat.named(kindTools, []byte(*p.Name))
 	if !found {
-		if why, hidden := cat.hidden[*p.Name]; hidden {
+		if w, withheld := cat.withheldAs(kindTools, *p.Name); withheld {
+			a.answerClient(req.ID, toolError("Unknown tool: %s: %s", *p.Name, w.callError()), nil)
+		} else if why, hidden := cat.hidden[*p.Name]; hidden {
 			a.answerClient(req.ID, toolError("Unknown tool: %s: the tool is %s", *p.Name, why), nil)
 		} else {
 			a.answerClient(req.ID, toolError("Unknown tool: %s: use %s to find a tool's exact name", *p.Name, searchToolName), nil)
@@ -298,7 +355,7 @@ func (a *Aggregator) searchTools(cat *catalog, args json.RawMessage) json.RawMes
 	hits := cat.searchIndex().Search(*p.Query, toolsearch.Options{Server: p.Server, Limit: limit})
 	var b strings.Builder
 	b.WriteString(`{"tools":[`)
-	var omitted []string
+	var omitted, shadowed []string
 	n := 0
 	for i, h := range hits {
 		e := cat.order[h.Tool]
@@ -313,14 +370,25 @@ func (a *Aggregator) searchTools(cat *catalog, args json.RawMessage) json.RawMes
 		}
 		b.Write(e.def)
 		n++
+		if st.shadowed[e.exposed] {
+			shadowed = append(shadowed, e.exposed)
+		}
 	}
 	b.WriteByte(']')
+	var notes []string
 	switch {
 	case len(hits) == 0:
-		fmt.Fprintf(&b, `,"hint":%s`, marshalString(fmt.Sprintf("No tool matches this query well. Search again with other words: what the tool acts on (a file, an issue, a page, a message) and what it does; a server's key narrows the search (servers: %s).", strings.Join(st.keys, ", "))))
+		fmt.Fprintf(&b, `,"hint":%s`, marshalString(fmt.Sprintf("No tool matches any word of this query. Search again with other words: what the tool acts on (a file, an issue, a page, a message) and what it does; a server's key narrows the search (servers: %s).", strings.Join(st.keys, ", "))))
 	case len(omitted) > 0:
 		q, _ := json.Marshal(omitted)
-		fmt.Fprintf(&b, `,"omitted":%s,"note":%s`, q, marshalString(fmt.Sprintf("These tools matched too but their definitions did not fit in this answer (%d KB at most): search for each by its exact name to get its definition.", searchBudget>>10)))
+		fmt.Fprintf(&b, `,"omitted":%s`, q)
+		notes = append(notes, fmt.Sprintf("The omitted tools matched too but their definitions did not fit in this answer (%d KB at most): search for each by its exact name to get its definition.", searchBudget>>10))
+	}
+	for _, name := range shadowed {
+		notes = append(notes, fmt.Sprintf("%s has the name of the aggregator's own tool: call it with %s {\"name\": %q, \"arguments\": {...}}, not directly.", name, callToolName, name))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(&b, `,"note":%s`, marshalString(strings.Join(notes, " ")))
 	}
 	b.WriteByte('}')
 	return marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": b.String()}}})

@@ -1,6 +1,10 @@
 package toolsearch
 
-import "strings"
+import (
+	"maps"
+	"slices"
+	"strings"
+)
 
 // Users ask for tools in their own words, and tool descriptions use others: "remove" for
 // delete, "folder" for directory, "PR" for pull request. The groups below are general
@@ -146,10 +150,14 @@ var abbreviations = map[string]string{
 }
 
 // longForms are the abbreviations by stemmed term, each with the stemmed terms of its long form.
+// Two abbreviations can stem alike (doc, docs): the first in alphabetical order wins, whatever
+// the order of the map, so that every process ranks alike.
 var longForms = func() map[string][]string {
 	m := map[string][]string{}
-	for short, long := range abbreviations {
-		m[stem(short)] = terms(long)
+	for _, short := range slices.Sorted(maps.Keys(abbreviations)) {
+		if _, taken := m[stem(short)]; !taken {
+			m[stem(short)] = terms(abbreviations[short])
+		}
 	}
 	return m
 }()
@@ -193,8 +201,8 @@ var expansions = func() map[string][]expansion {
 			}
 		}
 	}
-	for short, long := range abbreviations {
-		for _, w := range strings.Fields(long) {
+	for _, short := range slices.Sorted(maps.Keys(abbreviations)) {
+		for _, w := range strings.Fields(abbreviations[short]) {
 			add(stem(short), stem(w), abbreviationWeight)
 			add(stem(w), stem(short), abbreviationWeight)
 		}

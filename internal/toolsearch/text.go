@@ -110,7 +110,8 @@ var stopWords = set(`a an the and or of to in on at by for from with without int
 it its this that these those there here i me my mine we our ours you your yours he she they them their his her
 do does did done can could should would will shall may might must have has had having not no yes so than then
 what which who whom whose when where why how all any some each every just also very too only own same such
-please want need like get got let make use using used via per one`)
+please want need like get got let make use using used via per one
+help tell give know`)
 
 func set(list string) map[string]bool {
 	m := map[string]bool{}

@@ -8,8 +8,10 @@
 // kebab-case, the aggregator's separator), words are lightly stemmed, and a query word also
 // matches its synonyms and the long forms of abbreviations at a lower weight (synonyms.go). A
 // query that names a tool exactly finds that tool first, and one whose words cover a tool's
-// name boosts it. Everything is in memory and built from the definitions alone: nothing is
-// downloaded or trained.
+// name boosts it. A request of several steps is also searched step by step (long.go). Every
+// tool that matches a word of the query can be found: nothing is cut for matching weakly,
+// since a model picks from candidates but can do nothing with an empty answer. Everything is
+// in memory and built from the definitions alone: nothing is downloaded or trained.
 package toolsearch
 
 import (
@@ -206,26 +208,22 @@ type Hit struct {
 	Tool int
 	// Score is its relevance; only the order of scores of one search means anything.
 	Score float64
-	// Coverage is the share of the query's weight (by idf) that the tool matches, 0 to 1.
+	// Coverage is the share of the (whole) query's weight, by idf, that the tool matches, 0 to 1.
 	Coverage float64
 }
-
-// Thresholds of a good match. A hit must match at least minCoverage of the query's weight,
-// and score at least minRelative of the best hit: a model given a list padded with weak
-// matches picks from it all the same, so none is better than a bad one.
-const (
-	minCoverage = 0.2
-	minRelative = 0.3
-)
 
 // nameBoost is how much a tool's score grows when the query covers every word of its name
 // (in proportion for part of them): at most by half. On the labelled sets, 0.3 to 1.0 gave
 // recall@5 within 0.02 of each other; 1.5 lost more (names crowd out descriptions).
 const nameBoost = 0.5
 
-// Search returns the tools that best match query, best first: none when nothing matches well.
-// A query that is exactly the name of a tool (as exposed, or as its server names it) returns
-// that tool first.
+// Search returns the tools that best match query, best first: opts.Limit of them whenever that
+// many tools match a word of the query (or one of its synonyms), and none only when nothing
+// matches at all. A model given a short list of candidates picks the right one; a model given
+// none has nowhere to go. A query that is exactly the name of a tool (as exposed, or as its
+// server names it) returns that tool first. A query of several steps (long.go) also finds the
+// tools of each step. Hits of equal score come in the order of the index, so the same index
+// and query always give the same answer.
 func (ix *Index) Search(query string, opts Options) []Hit {
 	limit := opts.Limit
 	if limit <= 0 {
@@ -234,17 +232,42 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 	if opts.Server != "" && len(ix.servers[opts.Server]) == 0 {
 		return nil
 	}
-	ok := func(i int) bool { return opts.Server == "" || ix.tools[i].Server == opts.Server }
-	var exact = -1
-	if i, found := ix.names[strings.ToLower(strings.TrimSpace(query))]; found && ok(i) {
+	exact := -1
+	if i, found := ix.names[strings.ToLower(strings.TrimSpace(query))]; found && (opts.Server == "" || ix.tools[i].Server == opts.Server) {
 		exact = i
-	}
-	qts := queryTerms(query)
-	if len(qts) == 0 && exact < 0 {
-		return nil
 	}
 	sc := ix.scratch.Get().(*scratch)
 	defer ix.scratch.Put(sc)
+	// One more than asked for, in case the exact name is among them.
+	ranked := ix.rank(sc, queryTerms(query), opts.Server, limit+1)
+	if steps := ix.steps(query); len(steps) > 1 {
+		lists := [][]Hit{ranked}
+		for _, step := range steps {
+			lists = append(lists, ix.rank(sc, step, opts.Server, limit+1))
+		}
+		ranked = fuse(lists, limit+1)
+	}
+	var out []Hit
+	if exact >= 0 {
+		out = append(out, Hit{Tool: exact, Score: math.Inf(1), Coverage: 1})
+	}
+	for _, h := range ranked {
+		if len(out) >= limit {
+			break
+		}
+		if h.Tool != exact {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// rank scores the tools of server (any when "") that match the query terms qts and returns the
+// best n, best first.
+func (ix *Index) rank(sc *scratch, qts []queryTerm, server string, n int) []Hit {
+	if len(qts) == 0 {
+		return nil
+	}
 	sc.reset(len(ix.tools), len(ix.nameIDs))
 	// matched is, by name term, the most it counts for the name boost: 1 for a
 	// query term, less for its synonyms.
@@ -321,12 +344,11 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 			sc.best[t], sc.bestW[t] = 0, 0
 		}
 	}
-	// The best limit+1 hits (one more in case the exact name is among them), kept sorted.
-	top := make([]Hit, 0, limit+1)
-	var first float64
+	// The best n hits, kept sorted.
+	top := make([]Hit, 0, n)
 	for _, t := range sc.hit {
 		i := int(t)
-		if !ok(i) {
+		if server != "" && ix.tools[i].Server != server {
 			continue
 		}
 		s := float64(sc.total[t])
@@ -339,13 +361,9 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 			}
 			s *= 1 + nameBoost*in/float64(len(name))
 		}
-		first = max(first, s)
 		c := 0.0
 		if weightSum > 0 {
 			c = float64(sc.cover[t]) / weightSum
-		}
-		if c < minCoverage {
-			continue
 		}
 		h := Hit{Tool: i, Score: s, Coverage: c}
 		if len(top) == cap(top) && !better(h, top[len(top)-1]) {
@@ -362,23 +380,7 @@ func (ix *Index) Search(query string, opts Options) []Hit {
 		}
 		top = slices.Insert(top, at, h)
 	}
-	var out []Hit
-	if exact >= 0 {
-		out = append(out, Hit{Tool: exact, Score: math.Inf(1), Coverage: 1})
-	}
-	for _, h := range top {
-		if len(out) >= limit {
-			break
-		}
-		if h.Tool == exact {
-			continue
-		}
-		if h.Score < minRelative*first {
-			break // sorted by score: the rest are weaker still
-		}
-		out = append(out, h)
-	}
-	return out
+	return top
 }
 
 // queryTerm is a term of a query, with its weight; an abbreviation is replaced by the terms

@@ -47,3 +47,23 @@ func BenchmarkNew(b *testing.B) {
 		toolsearch.New(set.Tools)
 	}
 }
+
+// BenchmarkSearchTasks10000 searches 10,000 tools (LiveMCPBench's suite, copied) with its
+// tasks: long requests of several steps, each searched whole and step by step.
+func BenchmarkSearchTasks10000(b *testing.B) {
+	sets, err := evaluation.LoadAll("../../testdata/toolsearch")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var set *evaluation.Set
+	for _, s := range sets {
+		if s.Name == "LiveMCPBench" {
+			set = s
+		}
+	}
+	ix := toolsearch.New(evaluation.Scale(set, 10000))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		ix.Search(set.Queries[i%len(set.Queries)].Text, toolsearch.Options{})
+	}
+}

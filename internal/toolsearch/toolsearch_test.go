@@ -112,9 +112,12 @@ func TestSearch(t *testing.T) {
 	}
 }
 
-func TestSearchFindsNothingRatherThanNoise(t *testing.T) {
+// A query that matches nothing, not a word nor a synonym, finds nothing; one that matches
+// anything at all finds as many tools as asked for, when that many match: a model given
+// candidates picks, a model given none has nowhere to go.
+func TestSearchFindsAllThatMatchesAndNothingElse(t *testing.T) {
 	ix := index(t)
-	for _, q := range []string{"", "the of and", "bake a chocolate cake", "zzz qqq", "read_file", "x"} {
+	for _, q := range []string{"", "read_file", "x"} {
 		hits := ix.Search(q, Options{Server: "nosuchserver"})
 		if len(hits) != 0 {
 			t.Errorf("Search(%q) of an unknown server = %v, want none", q, names(ix, hits))
@@ -125,12 +128,36 @@ func TestSearchFindsNothingRatherThanNoise(t *testing.T) {
 			t.Errorf("Search(%q) = %v, want none", q, names(ix, hits))
 		}
 	}
-	// A weak match is left out: the channel parameter alone does not make post_message a
-	// file tool.
-	for _, h := range ix.Search("read the file in the channel", Options{}) {
-		if h.Coverage < minCoverage {
-			t.Errorf("hit %s under the coverage threshold", ix.tools[h.Tool].Name)
+	// Six tools match a word of the first query (all but create_pull_request), one the third.
+	for _, c := range []struct {
+		query string
+		limit int
+		want  int
+	}{
+		{"read the file in the channel", 5, 5},
+		{"read the file in the channel", 10, 6},
+		{"channel", 5, 1},
+		{"a new thing", 3, 3},
+	} {
+		if hits := ix.Search(c.query, Options{Limit: c.limit}); len(hits) != c.want {
+			t.Errorf("Search(%q, limit %d) = %v, want %d tools", c.query, c.limit, names(ix, hits), c.want)
 		}
+	}
+}
+
+// A request of several steps finds a tool for each: here a step with one word of its own
+// (the channel) among steps that many tools match.
+func TestSearchFindsEachStep(t *testing.T) {
+	ix := index(t)
+	hits := names(ix, ix.Search("create a new folder for the project, read the contents of the file there, and then post a short message to the channel", Options{Limit: 4}))
+	for _, want := range []string{"files:create_directory", "chat:post_message"} {
+		if !slices.Contains(hits, want) {
+			t.Errorf("found %v, want %s among them", hits, want)
+		}
+	}
+	if got := splitSteps("Read sales.xlsx, plot it by month and then save it to /root/figs/sale.png. Done? yes; ok\nnext"); !slices.Equal(got,
+		[]string{"Read sales.xlsx", "plot it by month", "save it to /root/figs/sale.png", "Done", "yes", "ok", "next"}) {
+		t.Errorf("splitSteps = %q", got)
 	}
 }
 

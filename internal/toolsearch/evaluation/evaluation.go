@@ -1,6 +1,7 @@
-// Package evaluation measures tool retrieval: the labelled sets of testdata/toolsearch, a plain
-// BM25 baseline, and recall@k and MRR. The benchmark (internal/bench -only toolsearch) and the
-// tests of internal/toolsearch use it.
+// Package evaluation measures tool retrieval: the labelled sets of testdata/toolsearch (ours and
+// public ones, README.md there says where each comes from), a plain BM25 baseline, and recall@k
+// and MRR. The benchmark (internal/bench -only toolsearch) and the tests of internal/toolsearch
+// use it.
 package evaluation
 
 import (
@@ -27,12 +28,26 @@ type Set struct {
 	Defs    []json.RawMessage // the definitions, by tool, as their servers list them (nil when the set has none)
 	Servers int
 	Queries []Query
+	// Tasks says that its queries are whole tasks of several steps, each step an answer.
+	Tasks bool
 }
 
-// Query is a question and the tools (exposed names) that answer it; finding any of them is a hit.
+// Query is a question and what answers it. Each answer is a set of tools (exposed names) of
+// which finding any counts: a question has one answer, with every tool that does the job; a
+// task has one answer per tool it needs, and a ranking is as good as the share of them it finds.
 type Query struct {
-	Text     string
-	Relevant []string
+	Text    string
+	Answers [][]string
+}
+
+// relevant reports whether the tool named name answers any part of q.
+func (q Query) relevant(name string) bool {
+	for _, a := range q.Answers {
+		if slices.Contains(a, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadServers reads the set of dir (testdata/toolsearch): every servers/<key>.json, a
@@ -92,7 +107,7 @@ func loadQueries(path string) ([]Query, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s:%d: no tab between the query and its tools", path, n)
 		}
-		qs = append(qs, Query{Text: text, Relevant: strings.Fields(rel)})
+		qs = append(qs, Query{Text: text, Answers: [][]string{strings.Fields(rel)}})
 	}
 	return qs, sc.Err()
 }
@@ -147,7 +162,7 @@ func LoadMCPProxy(dir string) (*Set, error) {
 			}
 		}
 		if len(rel) > 0 {
-			set.Queries = append(set.Queries, Query{Text: q.Query, Relevant: rel})
+			set.Queries = append(set.Queries, Query{Text: q.Query, Answers: [][]string{rel}})
 		}
 	}
 	return set, set.check()
@@ -160,9 +175,14 @@ func (s *Set) check() error {
 		names[t.Name] = true
 	}
 	for _, q := range s.Queries {
-		for _, r := range q.Relevant {
-			if !names[r] {
-				return fmt.Errorf("%s: query %q: no tool %q", s.Name, q.Text, r)
+		if len(q.Answers) == 0 {
+			return fmt.Errorf("%s: query %q has no answer", s.Name, q.Text)
+		}
+		for _, a := range q.Answers {
+			for _, r := range a {
+				if !names[r] {
+					return fmt.Errorf("%s: query %q: no tool %q", s.Name, q.Text, r)
+				}
 			}
 		}
 	}
@@ -175,36 +195,39 @@ type Ranker func(query string) []int
 // Scores are the figures of a ranker on a set.
 type Scores struct {
 	RecallAt1, RecallAt5, MRR float64
-	// Hits5 are, by query, whether an answer was in the first five.
-	Hits5 []bool
+	// Recall5 are, by query, the share of its answers found in the first five.
+	Recall5 []float64
 }
 
-// Evaluate runs every query of s through rank: recall@1 and recall@5 are the shares of
-// queries with an answer first or in the first five; MRR is the mean of 1/rank of the first
-// answer within the first ten (0 when none is there).
+// Evaluate runs every query of s through rank. recall@k is, by query, the share of its answers
+// with a tool among the first k results (for a question, 1 or 0), averaged over the queries;
+// MRR is the mean of 1/rank of the first relevant tool within the first ten (0 when none is
+// there).
 func Evaluate(s *Set, rank Ranker) Scores {
 	var sc Scores
 	for _, q := range s.Queries {
 		ranked := rank(q.Text)
-		r := 0
-		for i, t := range ranked {
-			if i >= 10 {
+		recall := func(k int) float64 {
+			found := 0
+			for _, a := range q.Answers {
+				for _, t := range ranked[:min(k, len(ranked))] {
+					if slices.Contains(a, s.Tools[t].Name) {
+						found++
+						break
+					}
+				}
+			}
+			return float64(found) / float64(len(q.Answers))
+		}
+		sc.RecallAt1 += recall(1)
+		r5 := recall(5)
+		sc.RecallAt5 += r5
+		sc.Recall5 = append(sc.Recall5, r5)
+		for i, t := range ranked[:min(10, len(ranked))] {
+			if q.relevant(s.Tools[t].Name) {
+				sc.MRR += 1 / float64(i+1)
 				break
 			}
-			if slices.Contains(q.Relevant, s.Tools[t].Name) {
-				r = i + 1
-				break
-			}
-		}
-		if r == 1 {
-			sc.RecallAt1++
-		}
-		if r >= 1 && r <= 5 {
-			sc.RecallAt5++
-		}
-		sc.Hits5 = append(sc.Hits5, r >= 1 && r <= 5)
-		if r > 0 {
-			sc.MRR += 1 / float64(r)
 		}
 	}
 	n := float64(max(len(s.Queries), 1))
@@ -238,7 +261,7 @@ func BM25(s *Set) Ranker {
 	var avg float64
 	for i, t := range s.Tools {
 		tfs[i] = map[string]float64{}
-		for _, w := range plainWords(t.Name + " " + t.Description) {
+		for _, w := range plainWords(fields(t)) {
 			if tfs[i][w] == 0 {
 				df[w]++
 			}
@@ -285,6 +308,15 @@ func BM25(s *Set) Ranker {
 		}
 		return ids
 	}
+}
+
+// fields is the text of every field of t that the search indexes, in one.
+func fields(t toolsearch.Tool) string {
+	parts := []string{t.Name, t.Title, t.Description}
+	for _, p := range t.Params {
+		parts = append(parts, p.Name, p.Description)
+	}
+	return strings.Join(parts, " ")
 }
 
 func plainWords(text string) []string {
