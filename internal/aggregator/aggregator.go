@@ -110,7 +110,7 @@ type Options struct {
 	// Check's Cursor column; "" means "aggregator".
 	CursorEntry string
 	// InputTTL is how long a modern client has to retry a request the aggregator answered
-	// with an InputRequiredResult for a legacy server (mrtr.go); 0 means 10 minutes.
+	// with an InputRequiredResult for a legacy server (suspend.go); 0 means 10 minutes.
 	InputTTL time.Duration
 	// ToolSearch lists the aggregator's search and call tools instead of the catalog's tools
 	// (toolsearch.go).

@@ -15,7 +15,7 @@ import (
 // server answers tools/call, prompts/get or resources/read with input_required when it needs
 // the client's input; a legacy client knows nothing of it, and must see one request and one
 // result. The aggregator asks the client each input request as the server-to-client request it
-// was in the legacy era (with the checks of toclient.go), and retries the server's request with
+// was in the legacy era (with the checks of clientRefuses), and retries the server's request with
 // the answers: "same method and original params + inputResponses + requestState", a new ID, as
 // long as the server asks, at most maxInputRounds times. Between the legs the client's request
 // waits in the table (stage asking), where its cancellation finds it; a retry is a call like

@@ -20,8 +20,8 @@ const instructionsPrefix = "mcp-simple-aggregator://instructions/"
 
 // instructionLimits are the clients known to cut a server's instructions, by clientInfo.name,
 // with their limit in characters (UTF-16 code units, as JavaScript counts them). Claude Code
-// cuts each server's instructions at 2,048 characters, silently (the README's "Instructions"
-// paragraph says what the client then gets).
+// cuts each server's instructions at 2,048 characters, silently (docs/passthrough.md, "Instructions",
+// says what the client then gets).
 var instructionLimits = map[string]int{
 	"claude-code": 2048,
 }

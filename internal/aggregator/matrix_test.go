@@ -27,7 +27,7 @@ import (
 // same server: in the client's own era where the server speaks it, else in the server's (a
 // legacy client cannot reach a modern-only server directly, and a modern client falls back to
 // initialize with a legacy one). Only the names (prefixed with the key) and the modern result
-// envelope (resultType, ttlMs, cacheScope, the serverInfo in _meta) may differ; README.md, "Protocol eras", shows the
+// envelope (resultType, ttlMs, cacheScope, the serverInfo in _meta) may differ; docs/protocol-eras.md shows the
 // matrix.
 
 // matrixVersions are the protocol versions the client of each era asks for.

@@ -12,7 +12,7 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
-// Children of either era (childera.go), driven by a legacy client of raw JSON-RPC lines: the
+// Servers of either era (probe.go, serverlegacy.go, servermodern.go, fulfil.go), driven by a legacy client of raw JSON-RPC lines: the
 // children are the go-sdk fixture (internal/fixture/gosdk) in each era, and the JSON-RPC
 // fixture for the probes a real SDK does not answer.
 
