@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
@@ -55,6 +56,13 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 			notes = append(notes, fmt.Sprintf("server %q: its command %q is not in the aggregator's PATH; it was found in the login shell's PATH, which the server runs with: %s", s.Key, s.Command, s.LoginShellPath))
 		}
 		notes = append(notes, s.UnmatchedPatterns...)
+		if c := s.Cached; c != nil {
+			if c.Clients == 0 {
+				notes = append(notes, fmt.Sprintf("server %q: its catalog is not in the cache: it starts with the next session, and is cached then", s.Key))
+			} else {
+				notes = append(notes, fmt.Sprintf("server %q: its catalog is in the cache (for %d client(s); written %v ago): with --lazy it starts on its first request", s.Key, c.Clients, time.Duration(c.AgeSeconds)*time.Second))
+			}
+		}
 		for _, w := range s.Withheld {
 			notes = append(notes, w.Line)
 		}
@@ -102,6 +110,7 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 	}
 	fmt.Fprintln(w, ".")
 	fmt.Fprintf(w, "Serving, %s.\n", rep.Restarts)
+	fmt.Fprintf(w, "Serving, %s.\n", rep.ByUse)
 }
 
 // writeToolLimits prints, when the tools pass a client's limit on their number, a line per

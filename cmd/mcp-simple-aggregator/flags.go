@@ -13,6 +13,7 @@ import (
 
 const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
        mcp-simple-aggregator check --config FILE [--json] [--cursor-name NAME] [flags]
+       mcp-simple-aggregator cache clear
 
 Starts every MCP server listed in FILE as a child process and serves all of their
 tools to one MCP client over standard input and output, each tool named after its
@@ -23,6 +24,9 @@ server's key: the tool "search_code" of the server "sourcebot" becomes
 one started (status, start-up time, protocol, counts of tools, prompts and
 resources) and every tool name, marking the names that clients would reject, then
 stops them all. It exits with 0 when every server is healthy, 1 otherwise.
+
+"cache clear" removes the catalogs --lazy keeps in the user's cache directory:
+every server then starts with its next session once, and is cached again.
 
 Flags:
 %s
@@ -67,8 +71,10 @@ type options struct {
 	restartDelay   time.Duration
 	maxMessageSize int
 	debug          bool
-	noWatch        bool   // do not reload when the files of the configuration change
-	toolSearch     bool   // list search and call tools instead of every tool
+	noWatch        bool // do not reload when the files of the configuration change
+	toolSearch     bool // list search and call tools instead of every tool
+	lazy           bool // start a server whose catalog is cached on its first request
+	idleStop       time.Duration
 	check          bool   // the check command
 	json           bool   // check: print JSON
 	cursorName     string // check: the aggregator's entry name in Cursor's configuration
@@ -101,6 +107,10 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		"do not reload when the configuration file or a server's envFile changes (SIGHUP still reloads)")
 	fs.BoolVar(&opts.toolSearch, "tool-search", false,
 		"list a search tool and call tools instead of every tool (and the tools of servers with \"alwaysLoad\": true); for clients that cannot hold many tools")
+	fs.BoolVar(&opts.lazy, "lazy", false,
+		"start a server on its first request instead of with the session when its catalog is in the cache from an earlier run (answered from it until then); the others start with the session and are cached")
+	fs.DurationVar(&opts.idleStop, "idle-stop", 0,
+		"stop a server that had no request for this `long`, such as 10m, and start it again on its next request (a server that keeps state in memory loses it); 0 never stops one")
 	version := fs.Bool("version", false, "print the version and exit")
 	if check {
 		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")
@@ -151,6 +161,8 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		return fail("--restart-delay must be positive, such as 500ms")
 	case opts.maxMessageSize < 1<<20:
 		return fail("--max-message-size must be at least 1048576 (1 MiB)")
+	case opts.idleStop < 0:
+		return fail("--idle-stop must not be negative (0 never stops a server)")
 	}
 	return opts, exitOK, false
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
@@ -46,6 +47,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == child.WatchdogArg {
 		child.RunWatchdog(stdin, stderr, child.WatchdogDefaultGrace)
 		return exitOK
+	}
+	if len(args) > 0 && args[0] == "cache" {
+		return runCache(args[1:], stdout, stderr)
 	}
 	rawStderr := stderr
 	check := len(args) > 0 && args[0] == "check"
@@ -106,6 +110,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Stderr:         stderr,
 		CursorEntry:    opts.cursorName,
 		ToolSearch:     opts.toolSearch,
+		IdleStop:       opts.idleStop,
+	}
+	if opts.lazy {
+		// The cache is never the reason a server is missing: without it, every server starts
+		// with the session.
+		if cache, err := openCache(); err != nil {
+			log.Warn("--lazy: the catalog cache cannot be used, and every server starts with the session: " + err.Error())
+		} else {
+			aggOpts.Lazy, aggOpts.Cache = true, cache
+		}
 	}
 	if opts.check {
 		return runCheck(ctx, cfg, aggOpts, opts.json, stdout)
@@ -210,6 +224,33 @@ func startReloads(agg *aggregator.Aggregator, hup <-chan os.Signal, watching boo
 			w.Close()
 		}
 	}
+}
+
+// openCache opens the catalog cache in the user's cache directory.
+func openCache() (*catalogcache.Cache, error) {
+	dir, err := catalogcache.Default()
+	if err != nil {
+		return nil, err
+	}
+	return catalogcache.Open(dir)
+}
+
+// runCache runs the cache command: "cache clear" removes every cached catalog.
+func runCache(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 || args[0] != "clear" {
+		fmt.Fprintln(stderr, "mcp-simple-aggregator: usage: mcp-simple-aggregator cache clear")
+		return exitUsage
+	}
+	cache, err := openCache()
+	if err == nil {
+		err = cache.Clear()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-simple-aggregator: cache clear: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "cleared the catalog cache %s\n", cache.Dir())
+	return exitOK
 }
 
 func shutdownReason(ctx context.Context, err error) string {

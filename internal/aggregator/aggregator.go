@@ -70,6 +70,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
@@ -115,6 +116,12 @@ type Options struct {
 	// ToolSearch lists the aggregator's search and call tools instead of the catalog's tools
 	// (toolsearch.go).
 	ToolSearch bool
+	// Lazy starts a server whose catalog Cache holds on its first request instead of with
+	// the session (lazy.go); Cache must be set.
+	Lazy  bool
+	Cache *catalogcache.Cache
+	// IdleStop stops a server that had no request for this long (lazy.go); 0 never does.
+	IdleStop time.Duration
 }
 
 // Aggregator serves what a set of servers offer to one client.
@@ -134,8 +141,9 @@ type Aggregator struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 
-	// starts are the starts under way (claim): Close waits for them.
-	starts sync.WaitGroup
+	// starts are the starts under way (claim), writes the catalog cache's (remember): Close
+	// waits for them.
+	starts, writes sync.WaitGroup
 	// catalog is what the servers offer now: read without a lock, made by publish.
 	catalog atomic.Pointer[catalog]
 
@@ -190,6 +198,16 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		}
 	}
 	go mcpschema.Warm(era.Legacy) // beside the servers' start: the first catalog checks definitions
+	if a.opts.Lazy {
+		// Whether a server starts now depends on the cache's entry for the client, which is
+		// not known before its session: deferOrSpawn decides then.
+		a.roster.mu.Lock()
+		for _, sc := range cfg.Servers {
+			a.roster.slots[sc.Key] = &slot{key: sc.Key, cfg: sc, state: dormant}
+		}
+		a.roster.mu.Unlock()
+		return a, nil
+	}
 	started := false
 	for _, res := range a.spawnAll(cfg.Servers) {
 		a.enroll(res)
@@ -281,7 +299,11 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	r := &a.roster
 	r.mu.Lock()
 	r.started, r.params, r.clientEra = true, params, cs.side.era()
+	if a.opts.Lazy {
+		a.deferOrSpawn(params) // lazy.go
+	}
 	cfg := r.cfg
+	listed := len(r.listedServers()) // not started: listed from the cache
 	r.mu.Unlock()
 	results := a.initAll(ctx, params)
 	var failed []startResult
@@ -290,7 +312,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 			failed = append(failed, res)
 		}
 	}
-	if len(cfg.Servers) > 0 && len(failed) == len(results) {
+	if len(cfg.Servers) > 0 && listed == 0 && len(failed) == len(results) {
 		return "", a.noServer(failed)
 	}
 	// A server may announce a list change, or crash, while others are still starting: they
@@ -322,7 +344,12 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 		a.log.Warn(warning)
 	}
 	for _, s := range cat.servers {
-		a.ready(s, cfg.File)
+		if s.proc != nil {
+			a.ready(s, cfg.File)
+		}
+	}
+	if a.opts.IdleStop > 0 {
+		go a.idleLoop() // lazy.go
 	}
 	return instructions, nil
 }
@@ -531,6 +558,7 @@ func (a *Aggregator) Close() {
 		}
 		wg.Wait()
 		a.starts.Wait() // a start under way stops its process itself (relaunch, bringUp)
+		a.writes.Wait()
 		a.notify.stop()
 	})
 }

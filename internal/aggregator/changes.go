@@ -43,7 +43,9 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	if err := a.publish(); err != nil {
 		s.lists, s.hints, s.verdicts = old, oldHints, nil
 		s.log.Error("the new list cannot be served; keeping the previous list", "error", err)
+		return
 	}
+	a.remember(s) // the cache follows what it lists (--lazy)
 }
 
 // debouncer sends each list_changed notification once after a burst of changes.

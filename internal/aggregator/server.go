@@ -67,6 +67,12 @@ type server struct {
 	// logLevel is the rank of the log level a modern client's requests had it set to
 	// (lowerLevel); 0 when never set.
 	logLevel atomic.Int32
+	// lastUse is when the client last sent it a request (Unix nanoseconds): --idle-stop stops
+	// it after a while without one.
+	lastUse atomic.Int64
+	// cachedAt is when the catalog cache's entry it stands for was written: a server that is
+	// not running, listed from the cache (lazy.go); zero for a process.
+	cachedAt time.Time
 
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
