@@ -122,6 +122,12 @@ type Options struct {
 	Cache *catalogcache.Cache
 	// IdleStop stops a server that had no request for this long (lazy.go); 0 never does.
 	IdleStop time.Duration
+	// Start starts a server's process; nil starts a child of this process (internal/child).
+	// With StartWithClient, no server is started before the client is known: Start is given
+	// the initialize the servers are told (a shared process shares a legacy server only among
+	// sessions whose clients would send it the same one).
+	Start           Starter
+	StartWithClient bool
 }
 
 // Aggregator serves what a set of servers offer to one client.
@@ -198,9 +204,10 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		}
 	}
 	go mcpschema.Warm(era.Legacy) // beside the servers' start: the first catalog checks definitions
-	if a.opts.Lazy {
-		// Whether a server starts now depends on the cache's entry for the client, which is
-		// not known before its session: deferOrSpawn decides then.
+	if a.opts.Lazy || a.opts.StartWithClient {
+		// Whether a server starts now depends on the client, which is not known before its
+		// session: deferOrSpawn decides then (the cache's entry for it, or the process a shared
+		// process runs for it).
 		a.roster.mu.Lock()
 		for _, sc := range cfg.Servers {
 			a.roster.slots[sc.Key] = &slot{key: sc.Key, cfg: sc, state: dormant}
@@ -245,7 +252,7 @@ func (a *Aggregator) spawnAll(cfgs []config.Server) []startResult {
 	results := make([]startResult, len(cfgs))
 	for i, sc := range cfgs {
 		began := time.Now()
-		s, err := a.spawn(sc)
+		s, err := a.spawn(sc, nil)
 		results[i] = startResult{cfg: sc, srv: s, err: err, took: time.Since(began)}
 	}
 	return results
@@ -299,7 +306,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	r := &a.roster
 	r.mu.Lock()
 	r.started, r.params, r.clientEra = true, params, cs.side.era()
-	if a.opts.Lazy {
+	if a.opts.Lazy || a.opts.StartWithClient {
 		a.deferOrSpawn(params) // lazy.go
 	}
 	cfg := r.cfg

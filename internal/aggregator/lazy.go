@@ -47,22 +47,24 @@ func dirOf(cfg config.Server) string {
 	return dir
 }
 
-// deferOrSpawn makes the slots that have no process yet (--lazy, before the session) dormant when the
-// cache holds their catalog for the client params, and spawns the others, whose handshakes
-// follow (initAll). An entry that cannot be used costs one warning, and its server starts.
+// deferOrSpawn makes the slots that have no process yet (--lazy, --share: before the session)
+// dormant when the cache holds their catalog for the client params, and spawns the others,
+// whose handshakes follow (initAll). An entry that cannot be used costs one warning, and its server starts.
 // Callers hold roster.mu.
 func (a *Aggregator) deferOrSpawn(params []byte) {
 	for _, sl := range a.roster.sorted() {
 		if sl.state != dormant || sl.listed != nil {
 			continue
 		}
-		if s := a.fromCache(sl.cfg, params); s != nil {
-			sl.listed, sl.cached = s, s.cachedAt
-			a.log.Debug("not started: its catalog is in the cache", "server", sl.key, "written", s.cachedAt.Format(time.RFC3339))
-			continue
+		if a.opts.Cache != nil {
+			if s := a.fromCache(sl.cfg, params); s != nil {
+				sl.listed, sl.cached = s, s.cachedAt
+				a.log.Debug("not started: its catalog is in the cache", "server", sl.key, "written", s.cachedAt.Format(time.RFC3339))
+				continue
+			}
 		}
 		res := startResult{cfg: sl.cfg}
-		res.srv, res.err = a.spawn(sl.cfg)
+		res.srv, res.err = a.spawn(sl.cfg, params)
 		*sl = *newSlot(res)
 	}
 }

@@ -190,8 +190,8 @@ func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]ac
 		a.retire(s, "was stopped by a reload", "")
 		<-s.stopped
 	}
-	if a.opts.Lazy {
-		// As at start-up: whether they start depends on the cache's entry for the client.
+	if a.opts.Lazy || a.opts.StartWithClient {
+		// As at start-up: whether they start depends on the client.
 		r.mu.Lock()
 		for _, sc := range starting {
 			if !r.closed {

@@ -133,7 +133,7 @@ func (a *Aggregator) restart(sl *slot) {
 func (a *Aggregator) start(sl *slot, gen uint64, cfg config.Server, params json.RawMessage) startResult {
 	began := time.Now()
 	res := startResult{cfg: cfg}
-	s, err := a.spawn(cfg)
+	s, err := a.spawn(cfg, params)
 	if err != nil {
 		res.err = err
 		a.roster.mu.Lock()
