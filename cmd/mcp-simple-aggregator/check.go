@@ -11,18 +11,27 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 )
 
 // runCheck runs the check command: the report goes to stdout, as a table or as JSON.
-func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, asJSON bool, stdout io.Writer) int {
+// It also says what the shared process of --share runs, when one runs.
+func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, cl options, stdout io.Writer) int {
 	rep := aggregator.Check(ctx, cfg, opts)
-	if asJSON {
+	st := sharedStatus()
+	if cl.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
-		enc.Encode(rep)
+		enc.Encode(struct {
+			*aggregator.Report
+			Shared *shared.Status `json:"shared,omitempty"`
+		}{rep, st})
 	} else {
 		writeReport(stdout, rep)
+		if st != nil || cl.share {
+			writeShared(stdout, st)
+		}
 	}
 	if !rep.OK {
 		return exitError

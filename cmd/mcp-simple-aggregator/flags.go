@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
@@ -75,6 +76,8 @@ type options struct {
 	toolSearch     bool // list search and call tools instead of every tool
 	lazy           bool // start a server whose catalog is cached on its first request
 	idleStop       time.Duration
+	share          bool          // run the servers in the shared process of every session
+	linger         time.Duration // how long the shared process keeps a server no session uses
 	check          bool   // the check command
 	json           bool   // check: print JSON
 	cursorName     string // check: the aggregator's entry name in Cursor's configuration
@@ -111,6 +114,10 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		"start a server on its first request instead of with the session when its catalog is in the cache from an earlier run (answered from it until then); the others start with the session and are cached")
 	fs.DurationVar(&opts.idleStop, "idle-stop", 0,
 		"stop a server that had no request for this `long`, such as 10m, and start it again on its next request (a server that keeps state in memory loses it); 0 never stops one")
+	fs.BoolVar(&opts.share, "share", false,
+		"run the servers in one background process shared by every session of this user with --share: sessions whose entries for a server are the same use one process of it (not on Windows)")
+	fs.DurationVar(&opts.linger, "linger", shared.DefaultLinger,
+		"--share: how `long` a server no session uses keeps running, for a session that starts again")
 	version := fs.Bool("version", false, "print the version and exit")
 	if check {
 		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")
@@ -163,6 +170,8 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		return fail("--max-message-size must be at least 1048576 (1 MiB)")
 	case opts.idleStop < 0:
 		return fail("--idle-stop must not be negative (0 never stops a server)")
+	case opts.linger <= 0:
+		return fail("--linger must be positive, such as 5m")
 	}
 	return opts, exitOK, false
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/watch"
 )
 
@@ -47,6 +48,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == child.WatchdogArg {
 		child.RunWatchdog(stdin, stderr, child.WatchdogDefaultGrace)
 		return exitOK
+	}
+	if len(args) > 0 && args[0] == shared.DaemonArg {
+		return runShared(args[1:], stderr)
 	}
 	if len(args) > 0 && args[0] == "cache" {
 		return runCache(args[1:], stdout, stderr)
@@ -122,7 +126,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if opts.check {
-		return runCheck(ctx, cfg, aggOpts, opts.json, stdout)
+		return runCheck(ctx, cfg, aggOpts, opts, stdout)
+	}
+	if opts.share {
+		// After the configuration was read and checked: its errors are this session's alone.
+		if sess := joinShared(opts, cfg.File, &aggOpts, log); sess != nil {
+			defer sess.Close()
+		}
 	}
 	// SIGHUP asks for a reload (on Unix), from here on: one during the start-up does not end
 	// the program, it reloads once the servers have started.
