@@ -71,13 +71,14 @@ func nothingShared(t *testing.T, dir, tag string) {
 	}
 }
 
-// Five sessions of one configuration run one process per server: each sees what an unshared
-// session sees, byte for byte; check names the shared process, its sessions and servers; a
-// session's end leaves the others serving; after the last and the linger, nothing is left.
+// Five sessions of one configuration run one process per server (two keys of one entry are
+// two servers, as unshared): each sees what an unshared session sees, byte for byte; check
+// names the shared process, its sessions and servers; a session's end leaves the others
+// serving; after the last and the linger, nothing is left.
 func TestFaultShareFive(t *testing.T) {
 	dir := shareDir(t)
 	tag := newTag(t)
-	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`, "b": `+tagged(tag)+`}}`)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`, "b": `+tagged(tag)+`, "c": `+tagged(tag)+`}}`)
 
 	alone := startPeer(t, aggBinary, "--config", path)
 	alone.initialize("test")
@@ -93,8 +94,8 @@ func TestFaultShareFive(t *testing.T) {
 			t.Errorf("session %d: tools/list\n%s\nunshared:\n%s", i, m.Result, want.Result)
 		}
 	}
-	if n := len(taggedProcs(tag)); n != 2 {
-		t.Errorf("%d server processes for five sessions of two servers, want 2", n)
+	if n := len(taggedProcs(tag)); n != 3 {
+		t.Errorf("%d server processes for five sessions of three servers, want 3", n)
 	}
 	if n := len(sharedProcs(dir)); n != 1 {
 		t.Errorf("%d shared processes, want 1", n)
@@ -137,7 +138,7 @@ func TestFaultShareFive(t *testing.T) {
 	if err := json.Unmarshal(out, &rep); err != nil || rep.Shared == nil {
 		t.Fatalf("check --json has no shared process: %v\n%s", err, out)
 	}
-	if len(rep.Shared.Sessions) != 5 || len(rep.Shared.Servers) != 2 || rep.Shared.Servers[0].Sessions != 5 {
+	if len(rep.Shared.Sessions) != 5 || len(rep.Shared.Servers) != 3 || rep.Shared.Servers[0].Sessions != 5 {
 		t.Errorf("check: %s", out)
 	}
 	for _, s := range rep.Shared.Servers {
@@ -178,8 +179,8 @@ func TestFaultShareFive(t *testing.T) {
 			t.Errorf("after session %d ended: %s", i, m.Line)
 		}
 	}
-	if n := len(taggedProcs(tag)); n != 2 {
-		t.Errorf("%d server processes after four sessions ended, want 2", n)
+	if n := len(taggedProcs(tag)); n != 3 {
+		t.Errorf("%d server processes after four sessions ended, want 3", n)
 	}
 	endSessionWithin(t, sessions[4], tag, 0, "")
 	nothingShared(t, dir, tag)

@@ -183,11 +183,12 @@ func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 
 // find is a running process the attachment h may share: one of the same identity that speaks
 // the modern era (each request carries its own client), or that was started for the same
-// client (a legacy server is initialized once), and that a session still uses or that
-// lingers. Callers hold d.mu.
+// client (a legacy server is initialized once), that a session still uses or that lingers,
+// and that h's session does not use already (two keys of one configuration with the same entry
+// are two servers, as they are unshared). Callers hold d.mu.
 func (d *daemon) find(h hello) *proc {
 	for _, p := range d.procs {
-		if p.identity != h.Identity || p.ending() {
+		if p.identity != h.Identity || p.ending() || p.usedBy(h.Session) {
 			continue
 		}
 		if p.modern() || bytes.Equal(p.client, h.Client) {

@@ -81,9 +81,10 @@ type proc struct {
 
 // attachment is one session's use of a shared process (daemon side).
 type attachment struct {
-	conn *stdio.Conn
-	raw  net.Conn
-	key  string
+	conn    *stdio.Conn
+	raw     net.Conn
+	key     string
+	session string // the session's ID
 }
 
 // relayed is a session's request at the server.
@@ -135,7 +136,7 @@ func (p *proc) add(raw net.Conn, r *bufio.Reader, h hello) *attachment {
 	if p.exited {
 		return nil
 	}
-	a := &attachment{conn: stdio.New(r, raw, nil), raw: raw, key: h.Key}
+	a := &attachment{conn: stdio.New(r, raw, nil), raw: raw, key: h.Key, session: h.Session}
 	p.atts = append(p.atts, a)
 	if !slices.Contains(p.keys, h.Key) {
 		p.keys = append(p.keys, h.Key)
@@ -145,6 +146,13 @@ func (p *proc) add(raw net.Conn, r *bufio.Reader, h hello) *attachment {
 		p.linger = nil
 	}
 	return a
+}
+
+// usedBy reports whether the session is attached to the process.
+func (p *proc) usedBy(session string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.ContainsFunc(p.atts, func(a *attachment) bool { return a.session == session })
 }
 
 // ending reports whether the process is over.
