@@ -93,7 +93,11 @@ func (b *bench) configOfEach(n int, args func(i int) []string) string {
 }
 
 // tree counts the processes of the tree rooted at pid (itself included) and sums their RSS.
-func tree(pid int) (procs int, rssBytes int64) {
+func tree(pid int) (procs int, rssBytes int64) { return trees([]int{pid}) }
+
+// trees counts the processes of the trees rooted at pids, each process once (a root may be in
+// another's tree), and sums their RSS.
+func trees(pids []int) (procs int, rssBytes int64) {
 	children := map[int][]int{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -112,14 +116,21 @@ func tree(pid int) (procs int, rssBytes int64) {
 			children[ppid] = append(children[ppid], p)
 		}
 	}
+	seen := map[int]bool{}
 	var walk func(int)
 	walk = func(p int) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
 		procs++
 		rssBytes += rss(p, "VmRSS")
 		for _, c := range children[p] {
 			walk(c)
 		}
 	}
-	walk(pid)
+	for _, p := range pids {
+		walk(p)
+	}
 	return procs, rssBytes
 }

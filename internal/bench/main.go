@@ -41,7 +41,7 @@ var (
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
-	only       = flag.String("only", "", "run only this measurement: latency, modern, probe, throughput, startup, discovery, schema, payload, idle, reload, lazy, toolsearch")
+	only       = flag.String("only", "", "run only this measurement: latency, modern, probe, throughput, startup, discovery, schema, payload, idle, reload, lazy, toolsearch, shared")
 	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
 	baseline   = flag.String("baseline", "", "compare with these aggregator binaries (earlier builds, comma-separated), interleaved in one run with a direct connection and a byte relay, instead of the usual report")
 	baseLabel  = flag.String("baseline-label", "baseline", "what the baselines are, for the report (commits, comma-separated)")
@@ -81,6 +81,10 @@ func main() {
 
 	if *only == "toolsearch" {
 		b.toolSearch()
+		return
+	}
+	if *only == "shared" {
+		b.sharedSection()
 		return
 	}
 	var rows []row
@@ -134,6 +138,18 @@ func main() {
 	}
 	if *only == "" {
 		b.toolSearch()
+		b.sharedSection()
+	}
+}
+
+// sharedSection runs the benchmark of --share and writes its section.
+func (b *bench) sharedSection() {
+	report := b.shared()
+	fmt.Print(report)
+	if *out != "" {
+		if err := writeSection(*out, "shared", "make bench-shared", report); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 
