@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -26,6 +27,9 @@ func joinShared(opts options, configFile string, aggOpts *aggregator.Options, lo
 	if !shared.Supported {
 		log.Warn("--share is not supported on this system: every session runs its own servers")
 		return nil
+	}
+	if abs, err := filepath.Abs(configFile); err == nil {
+		configFile = abs // check shows it to sessions started elsewhere
 	}
 	exe, err := os.Executable()
 	if err == nil {

@@ -559,3 +559,38 @@ func TestFaultSharePlace(t *testing.T) {
 	}
 	endSession(t, s, tag)
 }
+
+// Keys of one file with the same entry are as many servers, started at once: each session gets
+// one process per key, never two keys on one process, and a second session takes one key per
+// process too.
+func TestFaultShareSameEntries(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	var keys []string
+	for i := range 6 {
+		keys = append(keys, fmt.Sprintf(`"k%d": %s`, i, tagged(tag)))
+	}
+	path := writeConfig(t, `{"mcpServers": {`+strings.Join(keys, ",")+`}}`)
+	s0, s1 := shareSession(t, path), shareSession(t, path)
+	if n := len(taggedProcs(tag)); n != 6 {
+		t.Errorf("%d processes for two sessions of six keys of one entry, want 6", n)
+	}
+	out, _ := exec.Command(aggBinary, "check", "--config", path, "--json").Output()
+	var rep struct {
+		Shared struct {
+			Servers []struct {
+				Keys     []string `json:"keys"`
+				Sessions int      `json:"sessions"`
+			} `json:"servers"`
+		} `json:"shared"`
+	}
+	json.Unmarshal(out, &rep)
+	for _, s := range rep.Shared.Servers {
+		if s.Sessions != 2 || len(s.Keys) != 1 {
+			t.Errorf("a process of keys %v has %d sessions, want one key and 2", s.Keys, s.Sessions)
+		}
+	}
+	s0.in.Close()
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}

@@ -160,6 +160,9 @@ func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 	} else if p == nil {
 		err = errors.New("the shared process is exiting")
 	}
+	if p != nil {
+		p.reserve(h.Session) // before another attachment of the session looks (find)
+	}
 	d.mu.Unlock()
 	if p == nil {
 		line, _ := json.Marshal(reply{Error: fmt.Sprintf("start %q: %v", h.Spec.Command, err)})
@@ -170,6 +173,7 @@ func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 	line, _ := json.Marshal(reply{PID: p.child.PID(), Joined: joined, LoginShellPath: p.child.LoginShellPath()})
 	if _, err := conn.Write(append(line, '\n')); err != nil {
 		conn.Close()
+		p.abandon(h.Session)
 		return
 	}
 	a := p.add(conn, r, h)

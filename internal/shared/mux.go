@@ -56,7 +56,8 @@ type proc struct {
 
 	mu       sync.Mutex
 	atts     []*attachment
-	keys     []string // the keys sessions gave it
+	users    map[string]int // the sessions attached or attaching, by ID (daemon.find)
+	keys     []string       // the keys sessions gave it
 	seq      uint64
 	calls    map[string]*relayed      // by the shared process's ID
 	byOrigin map[originKey]string     // the shared process's ID of a session's request
@@ -117,7 +118,7 @@ type waiting struct {
 }
 
 func newProc(d *daemon, h hello) *proc {
-	return &proc{d: d, identity: h.Identity, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{},
+	return &proc{d: d, identity: h.Identity, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{},
 		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*attachment{},
 		subs: map[string][]*attachment{}, askers: map[string]bool{}, asking: map[*attachment]int{}, levels: map[*attachment]int{}, tasks: map[string]*attachment{}}
 }
@@ -148,11 +149,31 @@ func (p *proc) add(raw net.Conn, r *bufio.Reader, h hello) *attachment {
 	return a
 }
 
-// usedBy reports whether the session is attached to the process.
+// usedBy reports whether the session is attached to the process, or attaching.
 func (p *proc) usedBy(session string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.ContainsFunc(p.atts, func(a *attachment) bool { return a.session == session })
+	return p.users[session] > 0
+}
+
+// reserve notes that the session attaches to the process; detach releases it.
+func (p *proc) reserve(session string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.users[session]++
+}
+
+// abandon releases a reservation whose attachment never came (the session went): a process
+// no session uses then lingers.
+func (p *proc) abandon(session string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.users[session]--; p.users[session] <= 0 {
+		delete(p.users, session)
+	}
+	if len(p.atts) == 0 && len(p.users) == 0 && p.linger == nil && !p.exited {
+		p.linger = time.AfterFunc(p.d.linger, p.lingered)
+	}
 }
 
 // ending reports whether the process is over.
@@ -564,6 +585,9 @@ func (p *proc) detach(a *attachment, closeConn bool) {
 		return
 	}
 	p.atts = slices.Delete(p.atts, i, i+1)
+	if p.users[a.session]--; p.users[a.session] <= 0 {
+		delete(p.users, a.session)
+	}
 	var cancels, unsubs []string
 	var asked []string
 	for did, c := range p.calls {
