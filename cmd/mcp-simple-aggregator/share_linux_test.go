@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -592,5 +593,57 @@ func TestFaultShareSameEntries(t *testing.T) {
 	}
 	s0.in.Close()
 	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
+// A modern server shared by three sessions hears one listen of the shared process's own: each
+// session gets its list changes and the updates of the resources it subscribed to, after
+// another session's listen ended or asked for more (the go-sdk keeps one listen per kind and
+// connection, and ends a kind's when any listen ends).
+func TestFaultShareModernListen(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+	var cs []*sharedClient
+	for i := range 3 {
+		cs = append(cs, shareClient(t, path, fmt.Sprintf("s%d", i)))
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d processes for three sessions of a modern server, want 1", n)
+	}
+	grow := func(by *sharedClient, want []*sharedClient, n int) {
+		t.Helper()
+		by.call("tools/call", `{"name":"m:grow","arguments":{}}`)
+		for _, c := range want {
+			waitFor(t, c.name+"'s list change", func() bool {
+				l, _ := c.got("notifications/tools/list_changed")
+				return len(l) >= n
+			})
+			if _, names := tools(t, c.call("tools/list", "")); !slices.Contains(names, fmt.Sprintf("m:grown_%d", n)) {
+				t.Errorf("%s lists %v", c.name, names)
+			}
+		}
+	}
+	grow(cs[0], cs, 1)
+	// s1 subscribes: its session listens again for more; the others keep their changes.
+	if m := cs[1].call("resources/subscribe", `{"uri":"gosdk://static/a"}`); m.Error != nil {
+		t.Fatalf("subscribe: %s", m.Line)
+	}
+	cs[2].call("tools/call", `{"name":"m:touch","arguments":{"uri":"gosdk://static/a"}}`)
+	waitFor(t, "s1's update", func() bool { u, _ := cs[1].got("notifications/resources/updated"); return len(u) == 1 })
+	grow(cs[2], cs, 2)
+	// s0 ends: the others keep their changes.
+	cs[0].in.Close()
+	exits(cs[0].cmd.Process.Pid, 20*time.Second)
+	grow(cs[1], cs[1:], 3)
+	for i, c := range cs {
+		if u, _ := c.got("notifications/resources/updated"); len(u) != map[bool]int{true: 1}[i == 1] {
+			t.Errorf("s%d got %d resource updates", i, len(u))
+		}
+	}
+	for _, c := range cs[1:] {
+		c.in.Close()
+	}
 	nothingShared(t, dir, tag)
 }

@@ -54,30 +54,33 @@ type proc struct {
 	child    *child.Process
 	conn     *stdio.Conn
 
-	mu       sync.Mutex
-	atts     []*attachment
-	users    map[string]int // the sessions attached or attaching, by ID (daemon.find)
-	keys     []string       // the keys sessions gave it
-	seq      uint64
-	calls    map[string]*relayed      // by the shared process's ID
-	byOrigin map[originKey]string     // the shared process's ID of a session's request
-	tokens   map[string]tokenOwner    // by token key of the shared process's token
-	asked    map[string]*attachment   // the session a server's request went to, by its ID
-	subs     map[string][]*attachment // the sessions subscribed to each resource
-	levels   map[*attachment]int      // the log level each session asked for
-	tasks    map[string]*attachment   // the session that created each task
-	askers   map[string]bool          // the requests known to ask (turns.go)
-	asking   map[*attachment]int      // each session's requests of those at the server
-	queue    []*queued                // such requests waiting for their session's turn
-	eraSeen  era.Era                  // what the handshake found
-	eraKnown bool
-	init     *recorded   // the answer to the first initialize
-	initWait []*waiting  // initializes that came while the first was at the server
-	inited   bool        // notifications/initialized was passed on
-	level    int         // the level the server was set to
-	linger   *time.Timer // set while no session uses it
-	exited   bool
-	exitDesc string
+	mu           sync.Mutex
+	atts         []*attachment
+	users        map[string]int // the sessions attached or attaching, by ID (daemon.find)
+	keys         []string       // the keys sessions gave it
+	seq          uint64
+	calls        map[string]*relayed      // by the shared process's ID
+	byOrigin     map[originKey]string     // the shared process's ID of a session's request
+	tokens       map[string]tokenOwner    // by token key of the shared process's token
+	asked        map[string]*attachment   // the session a server's request went to, by its ID
+	subs         map[string][]*attachment // the sessions subscribed to each resource
+	levels       map[*attachment]int      // the log level each session asked for
+	tasks        map[string]*attachment   // the session that created each task
+	askers       map[string]bool          // the requests known to ask (turns.go)
+	asking       map[*attachment]int      // each session's requests of those at the server
+	queue        []*queued                // such requests waiting for their session's turn
+	listens      []*sessionListen         // a modern server's: the sessions' listens (listen.go)
+	own          *ownListen               // and the shared process's own at the server
+	listenParams json.RawMessage          // the latest session's listen, whose envelope the own one takes
+	eraSeen      era.Era                  // what the handshake found
+	eraKnown     bool
+	init         *recorded   // the answer to the first initialize
+	initWait     []*waiting  // initializes that came while the first was at the server
+	inited       bool        // notifications/initialized was passed on
+	level        int         // the level the server was set to
+	linger       *time.Timer // set while no session uses it
+	exited       bool
+	exitDesc     string
 }
 
 // attachment is one session's use of a shared process (daemon side).
@@ -254,6 +257,11 @@ func (p *proc) request(a *attachment, m *jsonrpc.Request) {
 		p.mu.Unlock()
 		a.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
 		return
+	case "subscriptions/listen":
+		if p.eraKnown && p.eraSeen == era.Modern {
+			p.listen(a, m, id)
+			return
+		}
 	case "resources/subscribe", "resources/unsubscribe":
 		uri := stringParam(m.Params, "uri")
 		first := p.subscribe(a, uri, m.Method == "resources/subscribe")
@@ -326,6 +334,10 @@ func (p *proc) clientNotification(a *attachment, m *jsonrpc.Request) {
 		// request still waiting for its turn is never sent.
 		p.mu.Lock()
 		key := string(encodeID(id))
+		if p.unlisten(a, key) {
+			p.mu.Unlock()
+			return
+		}
 		did, found := p.byOrigin[originKey{a, key}]
 		if found {
 			p.forget(did, p.calls[did])
@@ -392,6 +404,9 @@ func (p *proc) readChild() {
 func (p *proc) answer(m *jsonrpc.Response) {
 	did, _ := m.ID.Raw().(string)
 	result, errObj := m.Result, encodeError(m.Error)
+	if p.listenEnded(did, result, errObj) {
+		return
+	}
 	p.mu.Lock()
 	c := p.calls[did]
 	if c == nil {
@@ -510,12 +525,12 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 			}
 		}
 	case hasTag(params):
-		// A modern server's listen: to the session of the listen, under its own ID.
+		// A modern server's listen: the shared process's own (listen.go).
 		rawID, rest, _ := era.Untag(params)
 		did, _ := rawjson.Decode(rawID)
-		if c := p.calls[did]; c != nil {
-			params, to = era.Tagged(rest, era.Tag(c.id)), []*attachment{c.a}
-		}
+		p.mu.Unlock()
+		p.listenNotification(did, m.Method, rest)
+		return
 	case m.Method == "notifications/resources/updated":
 		uri := stringParam(params, "uri")
 		to = slices.Clone(p.subs[uri])
@@ -603,6 +618,7 @@ func (p *proc) detach(a *attachment, closeConn bool) {
 		}
 	}
 	p.queue = slices.DeleteFunc(p.queue, func(q *queued) bool { return q.a == a })
+	p.dropListens(a)
 	next := p.next()
 	for uri := range p.subs {
 		if p.subscribe(a, uri, false) {
@@ -633,18 +649,18 @@ func (p *proc) detach(a *attachment, closeConn bool) {
 		p.conn.Send(nil, stdio.Response(json.RawMessage(id), nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: the session that was asked ended; the request came through mcp-simple-aggregator's shared process"))...)
 	}
 	for _, uri := range unsubs {
-		p.own("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
+		p.ownRequest("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
 	}
 	if levelChanged && level > 0 {
-		p.own("logging/setLevel", rawjson.Marshal(map[string]string{"level": levelNames[level]}))
+		p.ownRequest("logging/setLevel", rawjson.Marshal(map[string]string{"level": levelNames[level]}))
 	}
 	if empty {
 		p.d.log.Info("no session uses the server: it is kept for the linger", "pid", p.child.PID(), "linger", p.d.linger)
 	}
 }
 
-// own sends a request of the shared process's own, whose answer nobody waits for.
-func (p *proc) own(method string, params json.RawMessage) {
+// ownRequest sends a request of the shared process's own, whose answer nobody waits for.
+func (p *proc) ownRequest(method string, params json.RawMessage) {
 	p.mu.Lock()
 	p.seq++
 	did := "s-own-" + strconv.FormatUint(p.seq, 10)
