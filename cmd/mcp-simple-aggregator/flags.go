@@ -78,9 +78,9 @@ type options struct {
 	idleStop       time.Duration
 	share          bool          // run the servers in the shared process of every session
 	linger         time.Duration // how long the shared process keeps a server no session uses
-	check          bool   // the check command
-	json           bool   // check: print JSON
-	cursorName     string // check: the aggregator's entry name in Cursor's configuration
+	check          bool          // the check command
+	json           bool          // check: print JSON
+	cursorName     string        // check: the aggregator's entry name in Cursor's configuration
 }
 
 // parseFlags parses the command line. When done is true the program ends with code: after

@@ -159,4 +159,3 @@ func (f Filter) Within(g Filter) Filter {
 	}
 	return w
 }
-
