@@ -454,6 +454,19 @@ func TestFaultShareAmbiguousAsk(t *testing.T) {
 	if _, asked := s1.got(""); asked != 0 {
 		t.Errorf("s1 was asked s0's question")
 	}
+	// a:sleep was in flight then: suspected of asking, it takes turns until a call of it ends
+	// with no question asked meanwhile; then it does not (s1's short sleep ends while s0's
+	// long one runs).
+	s1.call("tools/call", `{"name":"a:sleep","arguments":{"ms":10}}`)
+	long = s0.send("tools/call", `{"name":"a:sleep","arguments":{"ms":3000}}`)
+	time.Sleep(100 * time.Millisecond)
+	s1.call("tools/call", `{"name":"a:sleep","arguments":{"ms":10}}`)
+	select {
+	case <-long:
+		t.Errorf("s1's sleep waited for s0's: a:sleep, which never asks, still takes turns")
+	default:
+	}
+	s0.wait(long, "s0's long call")
 	// Now a:ask takes turns: s1's call waits for s0's, and each is asked by its own session.
 	ch := s0.send("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`)
 	m = s1.call("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`)
@@ -644,6 +657,34 @@ func TestFaultShareModernListen(t *testing.T) {
 	}
 	for _, c := range cs[1:] {
 		c.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
+// Sessions of different clients that start at once share a modern server: a session does not
+// start a process of its own while the one another session started has not said its era.
+func TestFaultShareModernAtOnce(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-start-delay", "300ms"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+	var wg sync.WaitGroup
+	sessions := make([]*peer, 3)
+	for i := range sessions {
+		wg.Go(func() {
+			sessions[i] = startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
+			sessions[i].initialize(fmt.Sprintf("client-%d", i))
+		})
+	}
+	wg.Wait()
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Errorf("%d processes for three sessions of different clients of a modern server, want 1", n)
+	}
+	for i, s := range sessions {
+		if m := s.call("tools/call", `{"name":"m:whoami","arguments":{}}`); !strings.Contains(string(m.Result), fmt.Sprintf(`"name":"client-%d"`, i)) {
+			t.Errorf("session %d: %s", i, m.Result)
+		}
+		s.in.Close()
 	}
 	nothingShared(t, dir, tag)
 }

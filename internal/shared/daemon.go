@@ -153,6 +153,18 @@ func (d *daemon) session(conn net.Conn, r *bufio.Reader, h hello) {
 func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 	d.mu.Lock()
 	p := d.find(h)
+	if q := d.undecided(h); p == nil && q != nil {
+		// A process of the same entry, started for another client, whose era is not known yet:
+		// a modern one is for every client. Its first answer says (within its start-up, which
+		// a process of this session's own would take as well).
+		d.mu.Unlock()
+		select {
+		case <-q.decided:
+		case <-time.After(decideWait):
+		}
+		d.mu.Lock()
+		p = d.find(h)
+	}
 	joined := p != nil
 	var err error
 	if p == nil && !d.closed {
@@ -201,6 +213,25 @@ func (d *daemon) find(h hello) *proc {
 	}
 	return nil
 }
+
+// undecided is a running process of h's identity, started for another client, whose era is
+// not known yet. Callers hold d.mu.
+func (d *daemon) undecided(h hello) *proc {
+	for _, p := range d.procs {
+		if p.identity != h.Identity || p.ending() || p.usedBy(h.Session) {
+			continue
+		}
+		select {
+		case <-p.decided:
+		default:
+			return p
+		}
+	}
+	return nil
+}
+
+// decideWait bounds the wait for a process's era (undecided): the default start-up timeout.
+const decideWait = 30 * time.Second
 
 // spawn starts the process of h. Callers hold d.mu.
 func (d *daemon) spawn(h hello) (*proc, error) {

@@ -66,7 +66,9 @@ type proc struct {
 	subs         map[string][]*attachment // the sessions subscribed to each resource
 	levels       map[*attachment]int      // the log level each session asked for
 	tasks        map[string]*attachment   // the session that created each task
-	askers       map[string]bool          // the requests known to ask (turns.go)
+	askers       map[string]bool          // the requests known or suspected to ask (turns.go)
+	suspects     map[string]bool          // those only suspected
+	questions    uint64                   // the server's requests for input so far
 	asking       map[*attachment]int      // each session's requests of those at the server
 	queue        []*queued                // such requests waiting for their session's turn
 	listens      []*sessionListen         // a modern server's: the sessions' listens (listen.go)
@@ -74,6 +76,8 @@ type proc struct {
 	listenParams json.RawMessage          // the latest session's listen, whose envelope the own one takes
 	eraSeen      era.Era                  // what the handshake found
 	eraKnown     bool
+	decided      chan struct{} // closed once its first answer to a handshake (or its end) says whether it is modern
+	decide       sync.Once
 	init         *recorded   // the answer to the first initialize
 	initWait     []*waiting  // initializes that came while the first was at the server
 	inited       bool        // notifications/initialized was passed on
@@ -93,14 +97,15 @@ type attachment struct {
 
 // relayed is a session's request at the server.
 type relayed struct {
-	a      *attachment
-	id     json.RawMessage // the session's ID, encoded
-	method string
-	token  string // the token key of the shared process's token; "" for none
-	record bool   // the first initialize: its answer is recorded
-	seq    uint64
-	key    string // what asks, for turns.go: "" for a request that cannot be asked during
-	asks   bool   // it is of the requests known to ask, and counted in proc.asking
+	a         *attachment
+	id        json.RawMessage // the session's ID, encoded
+	method    string
+	token     string // the token key of the shared process's token; "" for none
+	record    bool   // the first initialize: its answer is recorded
+	seq       uint64
+	key       string // what asks, for turns.go: "" for a request that cannot be asked during
+	asks      bool   // it is of the requests known to ask, and counted in proc.asking
+	questions uint64 // proc.questions when it was sent
 }
 
 type originKey struct {
@@ -121,9 +126,9 @@ type waiting struct {
 }
 
 func newProc(d *daemon, h hello) *proc {
-	return &proc{d: d, identity: h.Identity, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{},
+	return &proc{d: d, identity: h.Identity, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
 		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*attachment{},
-		subs: map[string][]*attachment{}, askers: map[string]bool{}, asking: map[*attachment]int{}, levels: map[*attachment]int{}, tasks: map[string]*attachment{}}
+		subs: map[string][]*attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*attachment]int{}, levels: map[*attachment]int{}, tasks: map[string]*attachment{}}
 }
 
 // start begins reading the child's output.
@@ -415,6 +420,9 @@ func (p *proc) answer(m *jsonrpc.Response) {
 	}
 	p.forget(did, c)
 	var waiters []*waiting
+	if c.record || c.method == "server/discover" {
+		p.decide.Do(func() { close(p.decided) })
+	}
 	switch {
 	case c.record:
 		p.init = &recorded{result, errObj}
@@ -468,6 +476,7 @@ func (p *proc) serverRequest(m *jsonrpc.Request) {
 		return
 	}
 	p.mu.Lock()
+	p.questions++
 	to, why := p.route(m.Params)
 	if to != nil {
 		p.asked[string(id)] = to
@@ -684,6 +693,7 @@ func (p *proc) lingered() {
 func (p *proc) exit(desc string) {
 	p.mu.Lock()
 	p.exited, p.exitDesc = true, desc
+	p.decide.Do(func() { close(p.decided) })
 	atts := p.atts
 	p.atts = nil
 	if p.linger != nil {

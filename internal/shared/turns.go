@@ -13,18 +13,20 @@ import (
 // Turns. A legacy server's request for input (elicitation, sampling, roots) does not name the
 // request it serves, so the shared process can route it to the right session only while the
 // requests that may be asking are one session's. It learns which requests ask: a tool (or
-// prompt; every resources/read is one) that was in flight when the server asked is known to
-// ask from then on. Requests known to ask take turns: one session's go while no other
-// session's are in flight, and wait otherwise, first come first served (a session whose turn
-// it is queues behind any other already waiting, so that none waits forever). Every other
-// request goes at once: a long call that never asked holds up no other session, and most
-// servers never ask at all. The modern era asks inside the answer to the request itself, and
-// needs none of this.
+// prompt; every resources/read is one) that was the only request in flight when the server
+// asked asks, for good; the tools in flight when it could have been any of several are
+// suspected of asking, until a call of theirs ends with no question asked meanwhile. Requests
+// known or suspected to ask take turns: one session's go while no other session's are in
+// flight, and wait otherwise, first come first served (a session whose turn it is queues
+// behind any other already waiting, so that none waits forever). Every other request goes at
+// once: a long call that never asks holds up no other session for long, and most servers
+// never ask at all. The modern era asks inside the answer to the request itself, and needs
+// none of this.
 //
 // A server's request goes to the session whose requests known to ask are in flight, else to
 // the session of whatever input requests are in flight; when those are several sessions'
 // (the first time a tool asks, during another session's calls), it is answered with an error
-// instead of guessed, and the tools in flight are known to ask from then on.
+// instead of guessed.
 
 // queued is a request waiting for its session's turn.
 type queued struct {
@@ -62,19 +64,25 @@ func (p *proc) waits(a *attachment, m *jsonrpc.Request) bool {
 // began notes a request sent to the server. Callers hold p.mu.
 func (p *proc) began(c *relayed, params json.RawMessage) {
 	c.key = askKey(c.method, params)
+	c.questions = p.questions
 	if p.askers[c.key] {
 		c.asks = true
 		p.asking[c.a]++
 	}
 }
 
-// ended notes a request answered, cancelled or dropped. Callers hold p.mu.
+// ended notes a request answered, cancelled or dropped: one suspected of asking that asked
+// nothing is not suspected any more. Callers hold p.mu.
 func (p *proc) ended(c *relayed) {
 	if c.asks {
 		c.asks = false
 		if p.asking[c.a]--; p.asking[c.a] <= 0 {
 			delete(p.asking, c.a)
 		}
+	}
+	if p.suspects[c.key] && p.questions == c.questions {
+		delete(p.suspects, c.key)
+		delete(p.askers, c.key)
 	}
 }
 
@@ -102,11 +110,17 @@ func (p *proc) asker() (*attachment, string) {
 	sessions := map[*attachment]bool{}
 	for _, c := range from {
 		sessions[c.a] = true
-		if !c.asks {
-			if !p.askers[c.key] {
-				p.d.log.Info("the server asks its client during a request: requests of this kind take turns between sessions from now on", "pid", p.child.PID(), "request", c.key)
-			}
+		switch {
+		case len(from) == 1: // it asked
+			delete(p.suspects, c.key)
+		case !p.askers[c.key]: // it may have
+			p.suspects[c.key] = true
+		}
+		if !p.askers[c.key] {
+			p.d.log.Info("the server asks its client during requests of this kind, or may: they take turns between sessions", "pid", p.child.PID(), "request", c.key)
 			p.askers[c.key] = true
+		}
+		if !c.asks {
 			c.asks = true
 			p.asking[c.a]++
 		}
