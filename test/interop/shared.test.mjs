@@ -17,8 +17,8 @@
 // alike clients, and no server in a session's own aggregator; concurrent calls with progress
 // from every session each get all their own progress and none of another's; a shared legacy
 // server's elicitation reaches the session whose call asks; and after the last client closes,
-// within the linger and a few seconds, no process of the test is left. A todo test shows that
-// sessions that start all at once do not share the modern server.
+// within the linger and a few seconds, no process of the test is left; and sessions of
+// different clients that start all at once share the modern server.
 //
 // The test has a runtime directory of its own (XDG_RUNTIME_DIR), where its sessions find their
 // shared process, and no other's.
@@ -233,8 +233,8 @@ const unshared = {}; // without, one per kind
 before(async () => {
   assert.ok(fs.existsSync(aggregator), `no aggregator binary at ${aggregator}: run make build, or set AGGREGATOR`);
   // The first session starts the shared process and learns each server's era; the others come
-  // all at once, with the unshared ones. (Sessions that come at once before any has learned
-  // the modern server's era do not share it: see the todo test at the end.)
+  // all at once, with the unshared ones. (Sessions that all come at once, before the modern
+  // server's era is known, share it too: see the test at the end.)
   const first = await connect(...sessionKinds[0], { shared: true });
   const rest = await Promise.all([
     ...sessionKinds.slice(1).map(([label, kind]) => connect(label, kind, { shared: true })),
@@ -462,11 +462,10 @@ test("a shared legacy server's elicitation goes to the session whose call asks, 
   askers.forEach((c, i) => assert.equal(unnamed(texts[i], c), unnamed(twin, unshared.A), c.label));
 });
 
-// Sessions that start all at once, before any has learned the modern server's era, each start
-// a process of it for their own client (the shared process shares a process whose era is not
-// known yet only with a session of the same client, as if it were legacy), and keep them: the
-// modern server is not shared by these sessions, ever.
-test("sessions of different clients that start at once share the modern server", { todo: "the shared process starts the modern server once per client when the sessions come before its era is known" }, async () => {
+// Sessions of different clients that start all at once, before any has learned the modern
+// server's era, share it: a session does not start a process of its own while one started for
+// another client has not said its era.
+test("sessions of different clients that start at once share the modern server", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mcp-sh-"));
   const modernOnly = writeConfig("modern-only", { modern: { command: process.execPath, args: [modernServer] } });
   const at = (label, kind) => connect(label, kind, { shared: true, configFile: modernOnly, runtimeDir: dir });
