@@ -399,6 +399,9 @@ func (p *proc) readChild() {
 	select {
 	case <-p.child.Exited():
 		desc = p.child.ExitDescription()
+		// Its last stderr lines (why it exited, often) go to the sessions before its exit:
+		// Tail waits, briefly, for the last of them to be read.
+		p.child.Tail()
 	case <-time.After(100 * time.Millisecond): // as the aggregator's watch waits
 		go p.child.Stop(2 * time.Second)
 	}

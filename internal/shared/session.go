@@ -421,7 +421,9 @@ func (c *controlReader) Read(p []byte) (int, error) {
 		}
 		n := copy(p, buf)
 		_, _ = c.r.Discard(n)
-		c.midLine = n > 0 && p[n-1] != '\n'
+		if n > 0 { // a read of nothing leaves it where it was
+			c.midLine = p[n-1] != '\n'
+		}
 		return n, nil
 	}
 }

@@ -1,0 +1,174 @@
+//go:build unix
+
+package shared
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Routing between the sessions of one server process: each session speaks to it as to a
+// process of its own, and sees nothing of the others'.
+
+// twoSessions are two sessions of one shared process, attached to one process of the fixture
+// run with args.
+func twoSessions(t *testing.T, args ...string) (*testDaemon, *peer, *peer) {
+	t.Helper()
+	d := startDaemon(t, DefaultLinger)
+	p1 := attach(t, d.session(t, "/one.json"), "s1", fixture(args...))
+	p2 := attach(t, d.session(t, "/two.json"), "s2", fixture(args...))
+	if p1.a.PID() != p2.a.PID() {
+		t.Fatalf("the sessions' processes: %d and %d, want one", p1.a.PID(), p2.a.PID())
+	}
+	return d, p1, p2
+}
+
+// The handshake is the first session's: the second's initialize is answered from its
+// recording, and the server sees one.
+func TestMuxInitializeOnce(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full", "-report-init")
+	// The fixture answers with the protocol version it is sent: an answer to the second
+	// session's own initialize would say 2025-03-26.
+	r1 := p1.initialize("2025-06-18", "one")
+	r2 := p2.initialize("2025-03-26", "two")
+	if string(r2.Result) != string(r1.Result) || !strings.Contains(string(r1.Result), `"protocolVersion":"2025-06-18"`) {
+		t.Errorf("the second session's initialize was answered\n%s\nwant the first's answer\n%s", r2.Result, r1.Result)
+	}
+	if got := p2.tool("1", "init_params", `{}`); !strings.Contains(string(got), `"name":"one"`) {
+		t.Errorf("the server was initialized with %s, want the first session's initialize only", got)
+	}
+}
+
+// Two initializes at once (the first still at the server when the second comes): one reaches
+// the server, and both sessions get its answer.
+func TestMuxInitializeTogether(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full", "-report-init", "-start-delay", "300ms")
+	c1 := p1.send(`"init"`, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"one","version":"1"}}`)
+	c2 := p2.send(`"init"`, "initialize", `{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"two","version":"1"}}`)
+	r1, r2 := p1.await(c1, "answer to initialize"), p2.await(c2, "answer to initialize")
+	if r1.Error != nil || string(r1.Result) != string(r2.Result) {
+		t.Fatalf("the answers to two initializes at once differ:\n%s\n%s", r1.line, r2.line)
+	}
+	var res struct{ ProtocolVersion string }
+	_ = json.Unmarshal(r1.Result, &res)
+	want := map[string]string{"2025-06-18": `"name":"one"`, "2025-03-26": `"name":"two"`}[res.ProtocolVersion]
+	if got := p1.tool("1", "init_params", `{}`); want == "" || !strings.Contains(string(got), want) {
+		t.Errorf("the server answered %s to the initialize %s", r1.Result, got)
+	}
+}
+
+// Requests of the same ID from both sessions, at the server together: each session gets its
+// own answer, under its own ID.
+func TestMuxSameIDs(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	for _, id := range []string{`7`, `"x"`} {
+		slow := p1.send(id, "tools/call", `{"name":"sleep","arguments":{"ms":300}}`)
+		fast := p2.send(id, "tools/call", `{"name":"echo","arguments":{"from":"two"}}`)
+		if m := p2.await(fast, "answer to echo"); string(m.ID) != id || !strings.Contains(string(m.Result), `"structuredContent":{"from":"two"}`) {
+			t.Errorf("s2's echo, ID %s: %s", id, m.line)
+		}
+		if m := p1.await(slow, "answer to sleep"); string(m.ID) != id || !strings.Contains(string(m.Result), "slept 300 ms") {
+			t.Errorf("s1's sleep, ID %s: %s", id, m.line)
+		}
+	}
+	for _, p := range []*peer{p1, p2} {
+		if extra := drain(p.notes); len(extra) > 0 {
+			t.Errorf("%s got messages that are not its own: %v", p.name, extra)
+		}
+	}
+}
+
+// A progress token both sessions use: each gets the progress of its own request only, under
+// its token as it wrote it.
+func TestMuxProgressTokens(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	c1 := p1.send(`3`, "tools/call", `{"name":"progress","arguments":{},"_meta":{"progressToken":"t"}}`)
+	c2 := p2.send(`3`, "tools/call", `{"name":"progress","arguments":{},"_meta":{"progressToken":"t"}}`)
+	p1.await(c1, "answer to progress")
+	p2.await(c2, "answer to progress")
+	for _, p := range []*peer{p1, p2} {
+		// What the server sent before an answer that comes after both calls' has come.
+		p.tool(`4`, "echo", `{}`)
+		var got []string
+		for _, m := range drain(p.notes) {
+			if m.Method != "notifications/progress" {
+				t.Errorf("%s: %s", p.name, m.line)
+				continue
+			}
+			var params struct {
+				ProgressToken json.RawMessage
+				Message       string
+			}
+			_ = json.Unmarshal(m.Params, &params)
+			if string(params.ProgressToken) != `"t"` {
+				t.Errorf("%s: progress under the token %s, want its own, \"t\"", p.name, params.ProgressToken)
+			}
+			got = append(got, params.Message)
+		}
+		if want := []string{"step 1", "step 2", "step 3"}; !slices.Equal(got, want) {
+			t.Errorf("%s got the progress %q, want its own request's, %q", p.name, got, want)
+		}
+	}
+}
+
+// A server's request goes to the session whose call it serves, and its answer is that
+// session's: another session's answer to it is not passed on.
+func TestMuxServerRequest(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	// The second session asks: the request is not the first attached session's.
+	call := p2.send(`1`, "tools/call", `{"name":"ask","arguments":{"method":"roots/list"}}`)
+	req := p2.await(p2.requests, "the server's request")
+	if req.Method != "roots/list" {
+		t.Fatalf("s2 was asked %s", req.line)
+	}
+	// s1 answers it, as if asked: the server does not get it (the echo after it is at the
+	// server once s1's answer would be).
+	p1.write(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"roots":[{"uri":"file:///one"}]}}`)
+	p1.tool(`2`, "echo", `{}`)
+	p2.write(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"roots":[{"uri":"file:///two"}]}}`)
+	if m := p2.await(call, "answer to ask"); !strings.Contains(string(m.Result), `"structuredContent":{"result":{"roots":[{"uri":"file:///two"}]}}`) {
+		t.Errorf("the server got the answer %s, want s2's", m.line)
+	}
+	if asked := drain(p1.requests); len(asked) > 0 {
+		t.Errorf("s1 was asked %v, which served s2's call", asked)
+	}
+}
+
+// A session that detaches has its request cancelled at the server, and the other's, at the
+// server with it, is answered.
+func TestMuxDetachCancels(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	if got := p2.tool(`1`, "cancelled", `{}`); string(got) != `{"ids":null}` && string(got) != `{"ids":[]}` {
+		t.Fatalf("cancelled before any: %s", got)
+	}
+	p1.send(`5`, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
+	other := p2.send(`5`, "tools/call", `{"name":"sleep","arguments":{"ms":1000}}`)
+	p2.tool(`6`, "echo", `{}`) // s2's call is at the server
+	p1.a.Stop(0)
+	if desc := p1.exited(); desc != "ended with the shared process that ran it" {
+		t.Errorf("s1's attachment ended as %q", desc)
+	}
+	waitFor(t, "the detached session's call cancelled at the server", func() bool {
+		var got struct{ IDs []string }
+		_ = json.Unmarshal(p2.tool(`2`, "cancelled", `{}`), &got)
+		return len(got.IDs) > 0
+	})
+	if m := p2.await(other, "answer to s2's sleep"); !strings.Contains(string(m.Result), "slept 1000 ms") {
+		t.Errorf("s2's call: %s", m.line)
+	}
+	var got struct{ IDs []string }
+	_ = json.Unmarshal(p2.tool(`3`, "cancelled", `{}`), &got)
+	if len(got.IDs) != 1 || !strings.HasPrefix(got.IDs[0], `"s-`) {
+		t.Errorf("the server's cancellations: %q, want the detached session's call alone", got.IDs)
+	}
+}
