@@ -169,14 +169,14 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 		sendAll(acks)
 		return
 	}
-	var out []message
+	var out []outgoing
 	uri := stringParam(rest, "uri")
 	for _, l := range p.listens {
 		if !l.acked {
 			continue // "MUST NOT send any notification on the subscription before it"
 		}
 		if l.filter.Wants(method) || method == "notifications/resources/updated" && l.filter.Covers(uri) {
-			out = append(out, message{l.a, notificationLine(method, era.Tagged(rest, era.Tag(l.id)))})
+			out = append(out, outgoing{l.a, notificationLine(method, era.Tagged(rest, era.Tag(l.id)))})
 		}
 	}
 	p.mu.Unlock()
@@ -185,28 +185,28 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 
 // acks acknowledges the sessions' listens that the open listen covers, once it is
 // acknowledged: each with what of its filter was agreed to. Callers hold p.mu.
-func (p *proc) acks() []message {
+func (p *proc) acks() []outgoing {
 	own := p.own
 	if own == nil || own.ending || own.agreed == nil {
 		return nil
 	}
-	var out []message
+	var out []outgoing
 	for _, l := range p.listens {
 		if !l.acked && own.filter.Includes(l.filter) {
 			l.acked = true
-			out = append(out, message{l.a, notificationLine("notifications/subscriptions/acknowledged", era.Acknowledged(l.filter.Within(*own.agreed), l.id))})
+			out = append(out, outgoing{l.a, notificationLine("notifications/subscriptions/acknowledged", era.Acknowledged(l.filter.Within(*own.agreed), l.id))})
 		}
 	}
 	return out
 }
 
-// message is a line for a session.
-type message struct {
+// outgoing is a line for a session.
+type outgoing struct {
 	a    *attachment
 	line [][]byte
 }
 
-func sendAll(ms []message) {
+func sendAll(ms []outgoing) {
 	for _, m := range ms {
 		m.a.conn.Send(nil, m.line...)
 	}

@@ -83,6 +83,7 @@ type proc struct {
 	inited       bool        // notifications/initialized was passed on
 	level        int         // the level the server was set to
 	linger       *time.Timer // set while no session uses it
+	lingerGen    uint64      // which linger lingered is for
 	exited       bool
 	exitDesc     string
 }
@@ -153,6 +154,7 @@ func (p *proc) add(raw net.Conn, r *bufio.Reader, h hello) *attachment {
 	if p.linger != nil {
 		p.linger.Stop()
 		p.linger = nil
+		p.lingerGen++ // a linger whose timer fired already stops nothing
 	}
 	return a
 }
@@ -180,7 +182,7 @@ func (p *proc) abandon(session string) {
 		delete(p.users, session)
 	}
 	if len(p.atts) == 0 && len(p.users) == 0 && p.linger == nil && !p.exited {
-		p.linger = time.AfterFunc(p.d.linger, p.lingered)
+		p.startLinger()
 	}
 }
 
@@ -647,7 +649,7 @@ func (p *proc) detach(a *attachment, closeConn bool) {
 	}
 	empty := len(p.atts) == 0 && !p.exited
 	if empty {
-		p.linger = time.AfterFunc(p.d.linger, p.lingered)
+		p.startLinger()
 	}
 	p.mu.Unlock()
 	if closeConn {
@@ -680,10 +682,17 @@ func (p *proc) ownRequest(method string, params json.RawMessage) {
 	p.conn.Send(nil, requestLine(did, method, params)...)
 }
 
-// lingered stops the process when no session came back within the linger.
-func (p *proc) lingered() {
+// startLinger starts the linger. Callers hold p.mu.
+func (p *proc) startLinger() {
+	p.lingerGen++
+	gen := p.lingerGen
+	p.linger = time.AfterFunc(p.d.linger, func() { p.lingered(gen) })
+}
+
+// lingered stops the process when no session came back within the linger gen.
+func (p *proc) lingered(gen uint64) {
 	p.mu.Lock()
-	idle := len(p.atts) == 0 && p.linger != nil
+	idle := len(p.atts) == 0 && p.linger != nil && p.lingerGen == gen
 	p.mu.Unlock()
 	if idle {
 		p.d.log.Info("stopping a server no session used for the linger", "pid", p.child.PID())
@@ -705,15 +714,17 @@ func (p *proc) exit(desc string) {
 	p.mu.Unlock()
 	line, _ := json.Marshal(control{Control: "exit", Description: desc})
 	for _, a := range atts {
-		go func() { // after what is queued for it, and without waiting for a session that does not read
-			_ = a.raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			_ = a.conn.WriteParts(line, []byte("\n"))
-			a.raw.Close()
-		}()
+		// After what is queued for it (Send keeps the order); the session hangs up once it has
+		// read it, else the connection is closed after exitGrace.
+		a.conn.Send(nil, line, []byte("\n"))
+		time.AfterFunc(exitGrace, func() { a.raw.Close() })
 	}
 	p.conn.Close()
 	p.d.gone(p)
 }
+
+// exitGrace is how long a session has to read a process's exit and hang up.
+const exitGrace = 5 * time.Second
 
 // stderr passes a stderr line of the server's to every session attached.
 func (p *proc) stderr(line string) {
