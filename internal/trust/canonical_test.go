@@ -99,7 +99,7 @@ func TestDigestIgnoresSpelling(t *testing.T) {
 		t.Fatal("bad test JSON")
 	}
 	ma, mb := Read("s", Lists{Tools: []json.RawMessage{json.RawMessage(a)}}), Read("s", Lists{Tools: []json.RawMessage{json.RawMessage(b)}})
-	da, db := ma.defs[0].read().members, mb.defs[0].read().members
+	da, db := ma.defs[0].pins(), mb.defs[0].pins()
 	if len(da) == 0 || !equalMaps(da, db) {
 		t.Errorf("members differ:\n%v\n%v", da, db)
 	}

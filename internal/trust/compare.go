@@ -143,7 +143,7 @@ func (l *Lock) Compare(s *Server) []Difference {
 			case k == Instructions:
 				if e.Instructions == "" {
 					diff.Status = New
-				} else if e.Instructions != dec.members[""] {
+				} else if e.Instructions != d.pins()[""] {
 					diff.Status, diff.Changes = Changed, []Change{{Member: "", Op: "changed"}}
 				}
 			case dec.nameless:
@@ -152,8 +152,8 @@ func (l *Lock) Compare(s *Server) []Difference {
 				listed[dec.name] = true
 				p, ok := e.of(k)[dec.name]
 				if !ok {
-					diff.Status, diff.SameAs = New, sameAs(e.of(k), dec.members)
-				} else if changes := changed(p, dec.members); len(changes) > 0 {
+					diff.Status, diff.SameAs = New, sameAs(e.of(k), d.pins())
+				} else if changes := changed(p, d.pins()); len(changes) > 0 {
 					diff.Status, diff.Changes = Changed, changes
 				}
 			}

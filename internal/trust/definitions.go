@@ -77,16 +77,16 @@ type definition struct {
 	index int
 	raw   json.RawMessage // "" for the instructions
 	text  string          // the instructions
-	// read decodes it once: its name, its value (nil when it is not JSON), and the digests
-	// of its members.
+	// read decodes it once, for the scan and the lock; pins makes its members' digests
+	// once, for the lock only (see members).
 	read func() *decoded
+	pins func() map[string]string
 }
 
 type decoded struct {
 	name     string
-	value    any
-	members  map[string]string // member pointer to digest; see members
-	nameless bool              // no string identity: it cannot be pinned
+	nameless bool // no string identity: it cannot be pinned
+	value    any  // the instructions' text, or the decoded JSON (the raw text when it is not JSON)
 }
 
 // Read takes the lists of the server key. It does no work yet: the scan and the digests are
@@ -107,6 +107,7 @@ func Read(key string, l Lists) *Server {
 
 func (s *Server) add(d *definition) {
 	d.read = sync.OnceValue(d.decode)
+	d.pins = sync.OnceValue(func() map[string]string { return members(d.kind, d.read().value) })
 	s.defs = append(s.defs, d)
 }
 
@@ -117,7 +118,7 @@ func (s *Server) Key() string { return s.key }
 // (one member, ""), and has no name.
 func (d *definition) decode() *decoded {
 	if d.kind == Instructions {
-		return &decoded{value: d.text, members: map[string]string{"": digest(d.text)}}
+		return &decoded{value: d.text, nameless: true}
 	}
 	out := &decoded{}
 	if start, end, ok := rawjson.Member(d.raw, identity[d.kind]); ok {
@@ -136,7 +137,6 @@ func (d *definition) decode() *decoded {
 		v = string(d.raw)
 	}
 	out.value = v
-	out.members = members(d.kind, v)
 	return out
 }
 
@@ -208,6 +208,9 @@ func escapeToken(t string) string {
 // members (digests included) have the same canonical form, but for unread.
 func members(k Kind, v any) map[string]string {
 	obj, ok := v.(map[string]any)
+	if k == Instructions {
+		ok = false // one text
+	}
 	if !ok {
 		return map[string]string{"": digest(v)}
 	}

@@ -3,6 +3,7 @@ package trust
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -378,19 +379,41 @@ func (s *Server) at(k Kind, index int) int {
 	return i
 }
 
-// mayHide reports whether the JSON text raw can hold a hidden character: one that is not
-// ASCII, DEL, or an escape (\u, \b, \f) that can write any character. Most definitions are
-// plain ASCII and pass without being decoded.
+// mayHide reports whether the JSON text raw can hold a hidden character: as it is, or
+// escaped (\b, \f, a \u escape of one, or of half of a surrogate pair, which may be one).
+// Most definitions hold none, and pass without being decoded: the scan costs them a pass
+// over their bytes.
 func mayHide(raw []byte) bool {
-	for i := 0; i < len(raw); i++ {
-		switch c := raw[i]; {
-		case c >= 0x7F:
-			return true
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
 		case c == '\\' && i+1 < len(raw):
-			if n := raw[i+1]; n == 'u' || n == 'b' || n == 'f' {
+			switch raw[i+1] {
+			case 'b', 'f':
+				return true
+			case 'u':
+				if i+6 > len(raw) {
+					return true
+				}
+				r, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 32)
+				if err != nil || r >= 0xD800 && r <= 0xDFFF || classOf(rune(r)) != "" {
+					return true
+				}
+				i += 6
+				continue
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			if c == 0x7F {
 				return true
 			}
 			i++
+		default:
+			r, n := utf8.DecodeRune(raw[i:])
+			if classOf(r) != "" {
+				return true
+			}
+			i += n
 		}
 	}
 	return false

@@ -309,9 +309,9 @@ func TestFindingString(t *testing.T) {
 	}
 }
 
-// realServers are the recorded definitions of real servers: testdata/toolsearch/servers (the
-// tools/list of 24 npm servers) and testdata/trust/servers (every list and the instructions
-// of the servers the interop suite runs).
+// realServers are the recorded definitions of real servers, by file: testdata/toolsearch/servers
+// (the tools/list of 24 npm servers) and testdata/servers (the rest of what they list: their
+// instructions, prompts, resources and templates; testdata/servers/README.md).
 func realServers(t *testing.T) map[string]Lists {
 	t.Helper()
 	out := map[string]Lists{}

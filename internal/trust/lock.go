@@ -105,7 +105,7 @@ func (l *Lock) Set(s *Server) {
 				continue
 			}
 			if _, dup := m[dec.name]; !dup {
-				m[dec.name] = dec.members
+				m[dec.name] = d.pins()
 			}
 		}
 		if len(m) > 0 {
@@ -114,7 +114,7 @@ func (l *Lock) Set(s *Server) {
 	}
 	for _, d := range s.defs {
 		if d.kind == Instructions {
-			e.Instructions = d.read().members[""]
+			e.Instructions = d.pins()[""]
 		}
 	}
 	l.servers[s.key] = e

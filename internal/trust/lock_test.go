@@ -387,3 +387,71 @@ func TestReadLockErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRealServersRoundTrip: the recorded servers pinned, written, read back and compared
+// with their definitions re-serialized (members in another order, other indentation and
+// escapes, as another version of their SDK might write them): no difference.
+func TestRealServersRoundTrip(t *testing.T) {
+	lock := NewLock()
+	servers := realServers(t)
+	for file, l := range servers {
+		lock.Set(Read(file, l))
+	}
+	path := filepath.Join(t.TempDir(), "real.lock.json")
+	if err := WriteLock(path, lock, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	respell := func(defs []json.RawMessage) []json.RawMessage {
+		var out []json.RawMessage
+		for _, d := range defs {
+			var v any
+			if err := json.Unmarshal(d, &v); err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.MarshalIndent(v, "", "\t") // sorted members, \u003c for <
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	for file, l := range servers {
+		l = Lists{Tools: respell(l.Tools), Prompts: respell(l.Prompts), Resources: respell(l.Resources),
+			ResourceTemplates: respell(l.ResourceTemplates), Instructions: l.Instructions}
+		if diffs := back.Compare(Read(file, l)); diffs != nil {
+			t.Errorf("%s: %v", file, diffs)
+		}
+	}
+}
+
+// BenchmarkScan is the scan of the recorded servers, as start-up does it: always, once per
+// list read.
+func BenchmarkScan(b *testing.B) {
+	servers := realServers(&testing.T{})
+	for b.Loop() {
+		for file, l := range servers {
+			Read(file, l).Findings()
+		}
+	}
+}
+
+// BenchmarkCompare is what --pinned adds: the digests of every member, and the comparison.
+func BenchmarkCompare(b *testing.B) {
+	servers := realServers(&testing.T{})
+	lock := NewLock()
+	for file, l := range servers {
+		lock.Set(Read(file, l))
+	}
+	for b.Loop() {
+		for file, l := range servers {
+			if lock.Compare(Read(file, l)) != nil {
+				b.Fatal("differences")
+			}
+		}
+	}
+}
