@@ -65,8 +65,8 @@ type Finding struct {
 	Class  Class `json:"class"`
 	// Count is the run's length in characters; CodePoints are its distinct characters in
 	// order of appearance.
-	Count      int    `json:"count"`
-	CodePoints []rune `json:"codePoints"`
+	Count      int         `json:"count"`
+	CodePoints []CodePoint `json:"codePoints"`
 	// Text is what a run of tag characters spells (they mirror ASCII), so that the user
 	// sees what was hidden; "" for the other classes.
 	Text string `json:"text,omitempty"`
@@ -99,7 +99,7 @@ func (f Finding) String() string {
 		if i > 0 {
 			b.WriteString(" ")
 		}
-		fmt.Fprintf(&b, "U+%04X", r)
+		b.WriteString(r.String())
 	}
 	fmt.Fprintf(&b, ") at character %d", f.Offset+1)
 	if f.Text != "" {
@@ -107,6 +107,14 @@ func (f Finding) String() string {
 	}
 	return b.String()
 }
+
+// CodePoint is a character, written as U+XXXX (in JSON too).
+type CodePoint rune
+
+func (c CodePoint) String() string { return fmt.Sprintf("U+%04X", rune(c)) }
+
+// MarshalText writes it as U+XXXX.
+func (c CodePoint) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 // Visible is s with every hidden character written as <U+XXXX>, to show names and pointers
 // that hold some.
@@ -184,7 +192,7 @@ type run struct {
 	offset     int
 	class      Class
 	count      int
-	codePoints []rune
+	codePoints []CodePoint
 	text       string
 }
 
@@ -208,23 +216,14 @@ func scanText(s string) []run {
 		}
 		last := &out[n-1]
 		last.count++
-		if !containsRune(last.codePoints, r) {
-			last.codePoints = append(last.codePoints, r)
+		if !slices.Contains(last.codePoints, CodePoint(r)) {
+			last.codePoints = append(last.codePoints, CodePoint(r))
 		}
 		if c == Tag && r >= 0xE0020 && r <= 0xE007E {
 			last.text += string(r - 0xE0000)
 		}
 	}
 	return out
-}
-
-func containsRune(rs []rune, r rune) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 // rgiTagSequences are the tags of the flags Unicode recommends for general interchange
