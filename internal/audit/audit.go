@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +112,11 @@ func Open(path string, opts *Options) (*Log, error) {
 	warn := o.Warn
 	if warn == nil {
 		warn = func(string) {}
+	}
+	// A symlinked log is written, and rotated, where the link points: rotation renames the
+	// file, and would otherwise replace the link with a file of its own.
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
 	}
 	// Opened here first, so that a file that cannot be written is an error now, rather than
 	// moved aside by the rotation, which opens a new file when it cannot append to the old.

@@ -298,3 +298,41 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Errorf("%d events in the file, stats %+v, want %d", len(seen), l.Stats(), callers*each)
 	}
 }
+
+// TestSymlink: a symlinked log stays a link, and is written where it points.
+func TestSymlink(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symlinks need privileges on Windows")
+	}
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "real.jsonl"), filepath.Join(dir, "audit.jsonl")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(link, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Server(Server{Server: "a", Action: ServerStart})
+	l.Close()
+	if info, err := os.Lstat(link); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link is gone: %v %v", info, err)
+	}
+	if data, _ := os.ReadFile(target); !bytes.Contains(data, []byte(`"action":"start"`)) {
+		t.Errorf("the target holds %q", data)
+	}
+}
+
+// BenchmarkCall is what a call costs its caller with --audit-log (without bodies): the
+// encoding of its line, and a place in the queue.
+func BenchmarkCall(b *testing.B) {
+	l, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"), &Options{Queue: 1 << 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c := Call{Client: "claude-code", Server: "github", Method: "tools/call", Tool: "create_issue", Duration: 12 * time.Millisecond, Outcome: Result, RequestBytes: 200, ResponseBytes: 2000}
+	for b.Loop() {
+		l.Call(c)
+	}
+}
