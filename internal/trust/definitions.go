@@ -31,16 +31,6 @@ func (k Kind) String() string { return kindNames[k] }
 // MarshalText writes the kind as its name, for check --json.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
-// UnmarshalText reads a kind's name.
-func (k *Kind) UnmarshalText(b []byte) error {
-	i := slices.Index(kindNames[:], string(b))
-	if i < 0 {
-		return fmt.Errorf("no kind of definition is called %q", b)
-	}
-	*k = Kind(i)
-	return nil
-}
-
 // identity is the member that names each kind in its list and in the lock.
 var identity = [numKinds]string{Tool: "name", Prompt: "name", Resource: "uri", ResourceTemplate: "uriTemplate"}
 
