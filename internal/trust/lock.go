@@ -163,14 +163,19 @@ func ReadLock(path string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock file: %w", err)
 	}
+	// The version first, so that a lock of another version is named as such rather than by
+	// the first member this version does not know.
+	var v struct {
+		Version int `json:"lockVersion"`
+	}
+	if err := json.Unmarshal(data, &v); err == nil && v.Version != lockVersion {
+		return nil, fmt.Errorf("lock file %s: lockVersion is %d, and this mcp-simple-aggregator reads version %d; run pin to write it anew", path, v.Version, lockVersion)
+	}
 	var f lockFile
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&f); err != nil {
 		return nil, fmt.Errorf("lock file %s: %w; run pin to write it anew", path, err)
-	}
-	if f.Version != lockVersion {
-		return nil, fmt.Errorf("lock file %s: lockVersion is %d, and this mcp-simple-aggregator reads version %d; run pin to write it anew", path, f.Version, lockVersion)
 	}
 	l := NewLock()
 	for key, e := range f.Servers {

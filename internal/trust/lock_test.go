@@ -372,7 +372,7 @@ func TestReadLockErrors(t *testing.T) {
 	}
 	for name, content := range map[string]string{
 		"not JSON":        `{"lockVersion": 1,`,
-		"another version": `{"lockVersion": 2, "servers": {}}`,
+		"another version": `{"lockVersion": 2, "servers": {}, "signature": "x"}`,
 		"no version":      `{"servers": {}}`,
 		"unknown field":   `{"lockVersion": 1, "servers": {"a": {"tool": {}}}}`,
 		"null entry":      `{"lockVersion": 1, "servers": {"a/b": null}}`,
@@ -384,6 +384,9 @@ func TestReadLockErrors(t *testing.T) {
 		_, err := ReadLock(path)
 		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "run pin") {
 			t.Errorf("%s: error %v; it must name the file and the way out", name, err)
+		}
+		if name == "another version" && !strings.Contains(err.Error(), "lockVersion is 2") {
+			t.Errorf("%s: error %v; it must name the version", name, err)
 		}
 	}
 }
