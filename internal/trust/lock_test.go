@@ -86,6 +86,12 @@ func TestCompare(t *testing.T) {
 				`"repo":{"type":"string"}`, `"repo":{"type":"string","description":"x"},"labels":{"type":"array"}`, 1),
 				`"required":["owner","repo"]`, `"required":["owner","repo","labels"]`, 1)
 		}, []string{`server "gh": tool "create_issue" differs from the lock: inputSchema property "labels" added, inputSchema property "repo" changed, inputSchema "required" changed`}},
+		{"property whose name holds / and ~", func(d map[string]string) {
+			d["tool search"] = `{"name":"search","description":"Search code","inputSchema":{"type":"object","properties":{"a/b~c":{}}}}`
+		}, []string{`server "gh": tool "search" differs from the lock: inputSchema property "a/b~c" added`}},
+		{"the same name twice", func(d map[string]string) {
+			d["tool searcz"] = `{"name":"search","description":"Search code, again","inputSchema":{"type":"object","properties":{}}}`
+		}, []string{`server "gh": tool "search" differs from the lock: description changed`}},
 		{"property removed", func(d map[string]string) {
 			d["tool create_issue"] = strings.Replace(d["tool create_issue"], `"owner":{"type":"string","description":"Repository owner"},`, "", 1)
 		}, []string{`server "gh": tool "create_issue" differs from the lock: inputSchema property "owner" removed`}},
@@ -282,6 +288,17 @@ func TestSetOneServer(t *testing.T) {
 	lock.Delete("b")
 	if !cmp.Equal(lock.Keys(), []string{"a"}) {
 		t.Errorf("keys after Delete: %v", lock.Keys())
+	}
+
+	// Of two tools with one name, the first is pinned, and the other differs from it.
+	twice := Lists{Tools: []json.RawMessage{
+		json.RawMessage(`{"name":"t","description":"first","inputSchema":{"type":"object"}}`),
+		json.RawMessage(`{"name":"t","description":"second","inputSchema":{"type":"object"}}`),
+	}}
+	lock.Set(Read("twice", twice))
+	diffs := lock.Compare(Read("twice", twice))
+	if len(diffs) != 1 || diffs[0].Index != 1 || diffs[0].Status != Changed {
+		t.Errorf("two tools named t: %v", diffs)
 	}
 }
 
