@@ -20,7 +20,8 @@
 // order, whitespace and escapes do not count). The file holds no secret (see Lock).
 //
 // What the integration calls: Read at each new list of a server (where the aggregator clears
-// its schema verdicts), Server.Warning once per server at start-up, Server.Findings in
-// check, Lock.Compare where a catalog is built with --pinned and in check, Lock.Set and
-// WriteLock in pin. docs/trust-integration.md has the details.
+// its schema verdicts), Warning once per server at start-up (and with the new findings after
+// its lists change), Server.Findings in check, Lock.Compare where a catalog is built with
+// --pinned and in check, Lock.Set and WriteLock in pin. docs/trust-integration.md has the
+// details.
 package trust

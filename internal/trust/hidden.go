@@ -421,21 +421,22 @@ func mayHide(raw []byte) bool {
 // maxWarned is how many findings Warning names before it counts the rest.
 const maxWarned = 5
 
-// Warning is the one line that names the server's findings at start-up, "" when there are
-// none: `server "fs": hidden characters in what the model reads: tool "read" /description:
-// 40 tag characters (U+E0049 ...) at character 1, spelling "Ignore ..."; ...`.
-func (s *Server) Warning() string {
-	fs := s.Findings()
-	if len(fs) == 0 {
+// Warning is the one line that names findings of the server key, "" when there are none:
+// `server "fs": hidden characters in what the model reads: tool "read" /description: 40 tag
+// characters (U+E0049 ...) at character 1, spelling "Ignore ..."; ...`. The aggregator says
+// it once per server at start-up, with the server's Findings (those of the tools its filters
+// hide left out), and again with only the new ones after its lists change.
+func Warning(key string, findings []Finding) string {
+	if len(findings) == 0 {
 		return ""
 	}
-	parts := make([]string, 0, min(len(fs), maxWarned+1))
-	for i, f := range fs {
+	parts := make([]string, 0, min(len(findings), maxWarned+1))
+	for i, f := range findings {
 		if i == maxWarned {
-			parts = append(parts, fmt.Sprintf("and %d more (check lists them all)", len(fs)-i))
+			parts = append(parts, fmt.Sprintf("and %d more (check lists them all)", len(findings)-i))
 			break
 		}
 		parts = append(parts, f.String())
 	}
-	return fmt.Sprintf("server %q: hidden characters in what the model reads: %s", s.key, strings.Join(parts, "; "))
+	return fmt.Sprintf("server %q: hidden characters in what the model reads: %s", key, strings.Join(parts, "; "))
 }

@@ -293,7 +293,7 @@ func TestFindingString(t *testing.T) {
 	if want := "{\"server\":\"fs\",\"kind\":\"tool\",\"name\":\"read\",\"index\":0,\"pointer\":\"/inputSchema/properties/pa\u200bth\",\"key\":true," + `"offset":2,"class":"zero-width","count":1,"codePoints":["U+200B"]}`; string(js) != want {
 		t.Errorf("JSON of a finding:\n got %s\nwant %s", js, want)
 	}
-	warning := s.Warning()
+	warning := Warning(s.Key(), s.Findings())
 	if !strings.HasPrefix(warning, `server "fs": hidden characters in what the model reads: tool "read" /description: 10 tag`) || !strings.HasSuffix(warning, want[3]) {
 		t.Errorf("warning %q", warning)
 	}
@@ -302,14 +302,14 @@ func TestFindingString(t *testing.T) {
 			t.Errorf("the warning holds U+%04X itself: %q", r, warning)
 		}
 	}
-	if w := Read("ok", Lists{Instructions: "fine"}).Warning(); w != "" {
-		t.Errorf("warning without findings: %q", w)
+	if ok := Read("ok", Lists{Instructions: "fine"}); Warning(ok.Key(), ok.Findings()) != "" {
+		t.Errorf("warning without findings: %q", Warning(ok.Key(), ok.Findings()))
 	}
 	var many []json.RawMessage
 	for i := range 7 {
 		many = append(many, json.RawMessage(fmt.Sprintf(`{"name":"t%d\u200b","inputSchema":{"type":"object"}}`, i)))
 	}
-	if w := Read("m", Lists{Tools: many}).Warning(); !strings.HasSuffix(w, "; and 2 more (check lists them all)") {
+	if w := Warning("m", Read("m", Lists{Tools: many}).Findings()); !strings.HasSuffix(w, "; and 2 more (check lists them all)") {
 		t.Errorf("warning of 7 findings: %q", w)
 	}
 }
