@@ -48,11 +48,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	rawStderr := stderr
-	check := len(args) > 0 && args[0] == "check"
-	if check {
-		args = args[1:]
+	command := ""
+	if len(args) > 0 && (args[0] == "check" || args[0] == "pin") {
+		command, args = args[0], args[1:]
 	}
-	opts, code, done := parseFlags(args, check, stdout, stderr)
+	opts, code, done := parseFlags(args, command, stdout, stderr)
 	if done {
 		return code
 	}
@@ -75,7 +75,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
-	if !opts.check { // check reports it in its own way
+	if !opts.check && !opts.pin { // check and pin report it in their own way
 		if w := nothingToStart(cfg); w != "" {
 			log.Warn(w)
 		}
@@ -106,10 +106,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Stderr:         stderr,
 		CursorEntry:    opts.cursorName,
 		ToolSearch:     opts.toolSearch,
+		Pinned:         opts.pinned,
 	}
 	if opts.check {
 		return runCheck(ctx, cfg, aggOpts, opts.json, stdout)
 	}
+	if opts.pin {
+		aggOpts.Pinned = false // pin compares with the lock itself
+		return runPin(ctx, cfg, aggOpts, opts.servers, stdout, log)
+	}
+	auditLog := openAuditLog(opts, log) // audit.go
+	defer auditLog.Close()              // last: after the servers' stop events
+	aggOpts.Audit = auditLog
 	// SIGHUP asks for a reload (on Unix), from here on: one during the start-up does not end
 	// the program, it reloads once the servers have started.
 	hup, stopHup := reloadSignal()
