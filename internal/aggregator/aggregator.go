@@ -30,6 +30,7 @@
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself (the lines
 //	               are framed by internal/stdio: Response, ParseCancel)
 //	check.go       the check command
+//	checktrust.go  check's hidden characters and differences from the lock
 //	limits.go      the clients' limits: how many tools, which names (Cursor)
 //
 // The two protocol eras (legacy: initialize, up to 2025-11-25; modern: 2026-07-28). What is
