@@ -238,3 +238,35 @@ func TestAuditLogRotation(t *testing.T) {
 		t.Errorf("%d calls recorded across the files, want 32", total)
 	}
 }
+
+// A server that cannot start is a "fail" line; so is a restart's try that fails, after the
+// crash it follows.
+func TestAuditLogFailures(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "audit.jsonl")
+	failing := filepath.Join(dir, "fail-now")
+	agg := startAggregator(t, `{"mcpServers": {
+		"bad": {"command": "$FIXTURE", "args": ["-exit-at-start", "4"]},
+		"flaky": {"command": "$FIXTURE", "args": ["-exit-at-start-if", `+jsonString(failing)+`]}
+	}}`, "--audit-log", log, "--max-restarts", "1", "--restart-delay", "20ms")
+	agg.initialize("test")
+	writeFile(t, failing, "")
+	agg.call("tools/call", `{"name":"flaky:crash","arguments":{}}`)
+	waitStderr(t, agg, `server "flaky" could not be restarted`)
+	agg.stop()
+	var got []string
+	for _, l := range readAudit(t, log) {
+		if l.Event == "server" {
+			got = append(got, l.Server+" "+l.Action+" "+l.Detail)
+		}
+	}
+	want := []string{
+		`flaky start `, // when it serves; bad's failure is said once every start is over
+		`bad fail command "` + fixtureBin + `" exited with status 4 during initialize`,
+		`flaky crash exited with status 3`,
+		`flaky fail command "` + fixtureBin + `" exited with status 4 during initialize`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("server lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -302,6 +302,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	for _, res := range results {
 		if res.err != nil {
 			failed = append(failed, res)
+			a.auditFailed(res.cfg.Key, res.err)
 		}
 	}
 	if len(cfg.Servers) > 0 && len(failed) == len(results) {
@@ -328,7 +329,6 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	r.mu.Unlock()
 	for _, res := range failed {
 		a.report("error", cfg.File+": "+res.failure("could not start and stays down (the other servers are served)"))
-		a.auditFailed(res.cfg.Key, res.err)
 	}
 	if warning := nameWarning(cat, a.opts.Separator); warning != "" {
 		a.log.Warn(warning)
