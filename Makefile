@@ -1,7 +1,7 @@
 # Thin wrappers over the go command; `go test ./...` alone runs every test.
 GO ?= go
 
-.PHONY: all generate check-generate build cross test race vet lint fuzz faults interop bench bench-toolsearch bench-compare \
+.PHONY: all generate check-generate build cross test race vet lint fuzz faults interop bench bench-toolsearch bench-shared bench-compare \
 	dist dist-check goreleaser-check release publish-registry
 
 all: check-generate lint test
@@ -30,6 +30,12 @@ bench: build
 bench-toolsearch: build
 	$(GO) build -o bin/fixture-server ./internal/fixture/server
 	$(GO) run ./internal/bench -only toolsearch -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
+
+# Shared servers (--share) alone (also part of bench): a shared session against an unshared one
+# and the floor of two hops, the start-up of a second session and the memory of five.
+bench-shared: build
+	$(GO) build -o bin/fixture-server ./internal/fixture/server
+	$(GO) run ./internal/bench -only shared -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
 
 # Before and after: the aggregator at BASE (a commit, or several separated by spaces) against
 # this tree, side by side in one run with a direct connection and a byte relay (the floor of any

@@ -7,21 +7,31 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 )
 
 // runCheck runs the check command: the report goes to stdout, as a table or as JSON.
-func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, asJSON bool, stdout io.Writer) int {
+// It also says what the shared process of --share runs, when one runs.
+func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, cl options, stdout io.Writer) int {
 	rep := aggregator.Check(ctx, cfg, opts)
-	if asJSON {
+	st := sharedStatus()
+	if cl.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
-		enc.Encode(rep)
+		enc.Encode(struct {
+			*aggregator.Report
+			Shared *shared.Status `json:"shared,omitempty"`
+		}{rep, st})
 	} else {
 		writeReport(stdout, rep)
+		if st != nil || cl.share {
+			writeShared(stdout, st)
+		}
 	}
 	if !rep.OK {
 		return exitError
@@ -55,6 +65,13 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 			notes = append(notes, fmt.Sprintf("server %q: its command %q is not in the aggregator's PATH; it was found in the login shell's PATH, which the server runs with: %s", s.Key, s.Command, s.LoginShellPath))
 		}
 		notes = append(notes, s.UnmatchedPatterns...)
+		if c := s.Cached; c != nil {
+			if c.Clients == 0 {
+				notes = append(notes, fmt.Sprintf("server %q: its catalog is not in the cache: it starts with the next session, and is cached then", s.Key))
+			} else {
+				notes = append(notes, fmt.Sprintf("server %q: its catalog is in the cache (for %d client(s); written %v ago): with --lazy it starts on its first request", s.Key, c.Clients, time.Duration(c.AgeSeconds)*time.Second))
+			}
+		}
 		for _, w := range s.Withheld {
 			notes = append(notes, w.Line)
 		}
@@ -113,6 +130,7 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 	}
 	fmt.Fprintln(w, ".")
 	fmt.Fprintf(w, "Serving, %s.\n", rep.Restarts)
+	fmt.Fprintf(w, "Serving, %s.\n", rep.ByUse)
 }
 
 // writeToolLimits prints, when the tools pass a client's limit on their number, a line per

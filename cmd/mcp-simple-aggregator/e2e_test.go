@@ -149,11 +149,19 @@ func TestOlderChildProtocols(t *testing.T) {
 func TestConcurrencyAndCancellation(t *testing.T) {
 	path := writeConfig(t, `{"mcpServers": {"a": {"command": "$FIXTURE"}, "b": {"command": "$FIXTURE"}}}`)
 	session := connectSDK(t, path, nil)
-	// The SDK's Close waits for the calls in flight: end the hung one first.
+	// The SDK's Close waits for the calls in flight: end the hung one first. The SDK sends
+	// notifications/cancelled in the background: it has reached the aggregator when b has it.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
-		time.Sleep(100 * time.Millisecond) // the SDK sends notifications/cancelled in the background
+		waitFor(t, "b's notifications/cancelled for b:hang", func() bool {
+			res, err := session.CallTool(context.Background(), &mcp.CallToolParams{Name: "b:cancelled"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, _ := json.Marshal(res.StructuredContent)
+			return string(ids) != `{"ids":[]}`
+		})
 	})
 
 	hangCtx, cancelHang := context.WithCancel(ctx)

@@ -199,7 +199,8 @@ func TestFaultChildMidCall(t *testing.T) {
 			if !strings.Contains(string(m.Line), tc.want) {
 				t.Errorf("victim:%s answered %.300s; want %s", tc.tool, m.Line, tc.want)
 			}
-			time.Sleep(100 * time.Millisecond) // a second answer, if any, arrives now and fails the test
+			// A second answer fails the test whenever it comes (peer.read: an answer to no
+			// request), up to the end of the session, which reads all the aggregator wrote.
 			if m := agg.call("tools/call", `{"name":"healthy:echo","arguments":{"still":1}}`); !strings.Contains(string(m.Result), `{"still":1}`) {
 				t.Errorf("the other server after the fault: %s", m.Line)
 			}
@@ -416,13 +417,17 @@ func TestFaultKilledUnderLoad(t *testing.T) {
 // forwards other servers' calls) completes nothing: traffic never crosses between servers.
 func TestFaultServerForgesAnotherServersAnswers(t *testing.T) {
 	tag := newTag(t)
-	agg := startAggregator(t, `{"mcpServers": {"honest": `+tagged(tag)+`, "thief": `+tagged(tag, "-forge-ids", "50")+`}}`)
+	record := filepath.Join(t.TempDir(), "calls")
+	agg := startAggregator(t, `{"mcpServers": {"honest": `+tagged(tag, "-record", record)+`, "thief": `+tagged(tag, "-forge-ids", "50")+`}}`)
 	agg.initialize("test")
 	var chans []<-chan message
 	for range 5 {
 		chans = append(chans, agg.send("tools/call", `{"name":"honest:sleep","arguments":{"ms":500}}`))
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the five calls at the honest server (its -record file)", func() bool {
+		calls, _ := os.ReadFile(record)
+		return strings.Count(string(calls), "sleep ") == 5
+	})
 	// Its own call is among the IDs it forges: the first answer to it counts, whichever.
 	if m := agg.call("tools/call", `{"name":"thief:echo","arguments":{"k":1}}`); m.Result == nil {
 		t.Errorf("thief:echo answered %s", m.Line)

@@ -8,12 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
        mcp-simple-aggregator check --config FILE [--json] [--cursor-name NAME] [flags]
        mcp-simple-aggregator pin --config FILE [--server KEY]... [flags]
+       mcp-simple-aggregator cache clear
 
 Starts every MCP server listed in FILE as a child process and serves all of their
 tools to one MCP client over standard input and output, each tool named after its
@@ -32,6 +34,9 @@ differs from it; a difference fails the check too.
 lock file (every server, or those named with --server), after printing what
 differs from the lock it replaces. Serving with --pinned then withholds every
 definition that differs from the lock.
+
+"cache clear" removes the catalogs --lazy keeps in the user's cache directory:
+every server then starts with its next session once, and is cached again.
 
 Flags:
 %s
@@ -76,16 +81,20 @@ type options struct {
 	restartDelay   time.Duration
 	maxMessageSize int
 	debug          bool
-	noWatch        bool   // do not reload when the files of the configuration change
-	toolSearch     bool   // list search and call tools instead of every tool
-	pinned         bool   // withhold what differs from the lock file
-	auditLog       string // the audit log's file; "" for none
-	auditBodies    bool   // the audit log records arguments and results
-	check          bool   // the check command
-	json           bool   // check: print JSON
-	cursorName     string // check: the aggregator's entry name in Cursor's configuration
-	pin            bool   // the pin command
-	servers        keys   // pin: the servers to pin; none for every one
+	noWatch        bool          // do not reload when the files of the configuration change
+	toolSearch     bool          // list search and call tools instead of every tool
+	lazy           bool          // start a server whose catalog is cached on its first request
+	idleStop       time.Duration // stop a server with no request for this long
+	share          bool          // run the servers in the shared process of every session
+	linger         time.Duration // how long the shared process keeps a server no session uses
+	pinned         bool          // withhold what differs from the lock file
+	auditLog       string        // the audit log's file; "" for none
+	auditBodies    bool          // the audit log records arguments and results
+	check          bool          // the check command
+	json           bool          // check: print JSON
+	cursorName     string        // check: the aggregator's entry name in Cursor's configuration
+	pin            bool          // the pin command
+	servers        keys          // pin: the servers to pin; none for every one
 }
 
 // keys are the values of a flag given once per key (pin --server).
@@ -127,6 +136,14 @@ func parseFlags(args []string, command string, stdout, stderr io.Writer) (opts o
 		"do not reload when the configuration file or a server's envFile changes (SIGHUP still reloads)")
 	fs.BoolVar(&opts.toolSearch, "tool-search", false,
 		"list a search tool and call tools instead of every tool (and the tools of servers with \"alwaysLoad\": true); for clients that cannot hold many tools")
+	fs.BoolVar(&opts.lazy, "lazy", false,
+		"start a server on its first request instead of with the session when its catalog is in the cache from an earlier run (answered from it until then); the others start with the session and are cached")
+	fs.DurationVar(&opts.idleStop, "idle-stop", 0,
+		"stop a server that had no request for this `long`, such as 10m, and start it again on its next request (a server that keeps state in memory loses it); 0 never stops one")
+	fs.BoolVar(&opts.share, "share", false,
+		"run the servers in one background process shared by every session of this user with --share: sessions whose entries for a server are the same use one process of it (not on Windows)")
+	fs.DurationVar(&opts.linger, "linger", shared.DefaultLinger,
+		"--share: how `long` a server no session uses keeps running, for a session that starts again")
 	fs.BoolVar(&opts.pinned, "pinned", false,
 		"withhold every definition that differs from the lock file beside the configuration (written by pin)")
 	fs.StringVar(&opts.auditLog, "audit-log", "",
@@ -186,6 +203,10 @@ func parseFlags(args []string, command string, stdout, stderr io.Writer) (opts o
 		return fail("--restart-delay must be positive, such as 500ms")
 	case opts.maxMessageSize < 1<<20:
 		return fail("--max-message-size must be at least 1048576 (1 MiB)")
+	case opts.idleStop < 0:
+		return fail("--idle-stop must not be negative (0 never stops a server)")
+	case opts.linger <= 0:
+		return fail("--linger must be positive, such as 5m")
 	case opts.auditBodies && opts.auditLog == "":
 		return fail("--audit-log-bodies needs --audit-log FILE")
 	}

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/watch"
 )
 
@@ -46,6 +48,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == child.WatchdogArg {
 		child.RunWatchdog(stdin, stderr, child.WatchdogDefaultGrace)
 		return exitOK
+	}
+	if len(args) > 0 && args[0] == shared.DaemonArg {
+		return runShared(args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "cache" {
+		return runCache(args[1:], stdout, stderr)
 	}
 	rawStderr := stderr
 	command := ""
@@ -106,14 +114,30 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Stderr:         stderr,
 		CursorEntry:    opts.cursorName,
 		ToolSearch:     opts.toolSearch,
+		IdleStop:       opts.idleStop,
 		Pinned:         opts.pinned,
 	}
+	if opts.lazy {
+		// The cache is never the reason a server is missing: without it, every server starts
+		// with the session.
+		if cache, err := openCache(); err != nil {
+			log.Warn("--lazy: the catalog cache cannot be used, and every server starts with the session: " + err.Error())
+		} else {
+			aggOpts.Lazy, aggOpts.Cache = true, cache
+		}
+	}
 	if opts.check {
-		return runCheck(ctx, cfg, aggOpts, opts.json, stdout)
+		return runCheck(ctx, cfg, aggOpts, opts, stdout)
 	}
 	if opts.pin {
 		aggOpts.Pinned = false // pin compares with the lock itself
 		return runPin(ctx, cfg, aggOpts, opts.servers, stdout, log)
+	}
+	if opts.share {
+		// After the configuration was read and checked: its errors are this session's alone.
+		if sess := joinShared(opts, cfg.File, &aggOpts, log); sess != nil {
+			defer sess.Close()
+		}
 	}
 	auditLog := openAuditLog(opts, log) // audit.go
 	defer auditLog.Close()              // last: after the servers' stop events
@@ -218,6 +242,33 @@ func startReloads(agg *aggregator.Aggregator, hup <-chan os.Signal, watching boo
 			w.Close()
 		}
 	}
+}
+
+// openCache opens the catalog cache in the user's cache directory.
+func openCache() (*catalogcache.Cache, error) {
+	dir, err := catalogcache.Default()
+	if err != nil {
+		return nil, err
+	}
+	return catalogcache.Open(dir)
+}
+
+// runCache runs the cache command: "cache clear" removes every cached catalog.
+func runCache(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 || args[0] != "clear" {
+		fmt.Fprintln(stderr, "mcp-simple-aggregator: usage: mcp-simple-aggregator cache clear")
+		return exitUsage
+	}
+	cache, err := openCache()
+	if err == nil {
+		err = cache.Clear()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-simple-aggregator: cache clear: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "cleared the catalog cache %s\n", cache.Dir())
+	return exitOK
 }
 
 func shutdownReason(ctx context.Context, err error) string {

@@ -24,6 +24,7 @@ var (
 	binDir      string
 	aggBinary   string
 	fixtureBin  string
+	gosdkBin    string // the go-sdk fixture: a server of both eras
 )
 
 func TestMain(m *testing.M) {
@@ -38,7 +39,8 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		aggBinary = filepath.Join(dir, exeName("mcp-simple-aggregator"))
 		fixtureBin = filepath.Join(dir, exeName("fixture-server"))
-		for pkg, exe := range map[string]string{".": aggBinary, "../../internal/fixture/server": fixtureBin} {
+		gosdkBin = filepath.Join(dir, exeName("gosdk-fixture"))
+		for pkg, exe := range map[string]string{".": aggBinary, "../../internal/fixture/server": fixtureBin, "../../internal/fixture/gosdk": gosdkBin} {
 			build := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", exe, pkg)...)
 			build.Stdout, build.Stderr = os.Stderr, os.Stderr
 			if err := build.Run(); err != nil {

@@ -266,6 +266,22 @@ func pidOf(agg *peer, name string) int {
 	return res.S.PID
 }
 
+// testTimeout is how long waitFor waits.
+const testTimeout = 10 * time.Second
+
+// waitFor polls cond until it holds, failing the test after testTimeout (the peers' stderr
+// follows the failure: startPeer).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, testTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitTool waits until tools/list has (or lacks) the tool name.
 func waitTool(t *testing.T, agg *peer, name string, present bool) {
 	t.Helper()

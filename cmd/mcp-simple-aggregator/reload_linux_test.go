@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -107,10 +106,10 @@ func TestFaultReloadSaves(t *testing.T) {
 
 	// SIGHUP reloads (the file is restored first, without a change the watcher would see as
 	// new content: it reloads too, and then SIGHUP once more).
-	os.WriteFile(path, []byte(reloadConfig(tag, keys...)), 0o600)
-	waitTool(t, agg, "a:echo", true)
-	time.Sleep(400 * time.Millisecond)
 	before := summaries()
+	os.WriteFile(path, []byte(reloadConfig(tag, keys...)), 0o600)
+	waitFor(t, "the reload of the restored file", func() bool { return summaries() > before })
+	before = summaries()
 	agg.cmd.Process.Signal(syscall.SIGHUP)
 	deadline := time.Now().Add(5 * time.Second)
 	for summaries() == before && time.Now().Before(deadline) {
@@ -140,33 +139,23 @@ func TestFaultReloadUnderLoad(t *testing.T) {
 	pid := func(name string) int { return pidOf(agg, name) }
 	oldA, b, c := pid("a:pid"), pid("b:pid"), pid("c:pid")
 
-	var stop atomic.Bool
 	var calls, failed atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for !stop.Load() {
-				m := agg.call("tools/call", `{"name":"a:echo","arguments":{"g":`+itoa(g)+`}}`)
-				calls.Add(1)
-				if m.Error != nil || !strings.Contains(string(m.Result), `"structuredContent":{"g":`+itoa(g)+`}`) {
-					failed.Add(1)
-					t.Errorf("a call during the reload: %s", m.Line)
-				}
-			}
-		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	os.WriteFile(path, []byte(config("2")), 0o600)
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := agg.call("tools/call", `{"name":"a:getenv","arguments":{"name":"V"}}`); strings.Contains(string(m.Line), `"value":"2"`) {
-			break
+	load := startCallers(t, 8, func(g int) {
+		m := agg.call("tools/call", `{"name":"a:echo","arguments":{"g":`+itoa(g)+`}}`)
+		calls.Add(1)
+		if m.Error != nil || !strings.Contains(string(m.Result), `"structuredContent":{"g":`+itoa(g)+`}`) {
+			failed.Add(1)
+			t.Errorf("a call during the reload: %s", m.Line)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
+	})
+	load.waitAnswered(t, "the callers' first calls")
+	os.WriteFile(path, []byte(config("2")), 0o600)
+	waitFor(t, "a's new process (V=2)", func() bool {
+		m := agg.call("tools/call", `{"name":"a:getenv","arguments":{"name":"V"}}`)
+		return strings.Contains(string(m.Line), `"value":"2"`)
+	})
+	load.waitAnswered(t, "the callers' calls to the new process")
+	load.end()
 	if failed.Load() > 0 || calls.Load() < 50 {
 		t.Errorf("%d of %d calls failed", failed.Load(), calls.Load())
 	}

@@ -46,6 +46,8 @@ func TestFaultRestartAfterCrash(t *testing.T) {
 	if strings.Join(before, ",") != strings.Join(after, ",") {
 		t.Errorf("tools/list after the restart:\n%v\nbefore:\n%v", after, before)
 	}
+	// A list_changed would come from the aggregator's debouncer timer, which no answer is
+	// ordered with: nothing marks its absence but time, thirty of its 10 ms delays.
 	if agg.note("notifications/tools/list_changed", 300*time.Millisecond) {
 		t.Errorf("a list_changed for a restart that lists the same")
 	}
@@ -150,10 +152,16 @@ func TestFaultCancelledHeldCall(t *testing.T) {
 	if m := agg.wait(kept, "the call held beside it"); m.Error != nil || !strings.Contains(string(m.Result), `"tag":"kept"`) {
 		t.Errorf("the call held beside the cancelled one: %s", m.Line)
 	}
+	// A marker call: the held calls were released together, in order, before it is even sent,
+	// and the server answers an echo as soon as it reads it, so an answer to the cancelled call
+	// (the aggregator's, or the server's had it been sent) would have come before the marker's.
+	if m := agg.call("tools/call", `{"name":"s:echo","arguments":{"tag":"marker"}}`); m.Error != nil {
+		t.Errorf("the marker call: %s", m.Line)
+	}
 	select {
 	case m := <-stopped:
 		t.Errorf("the cancelled call was answered: %s", m.Line)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	calls, _ := os.ReadFile(record)
 	if strings.Contains(string(calls), "stopped") || !strings.Contains(string(calls), "kept") {
@@ -175,13 +183,7 @@ func TestFaultRestartHungServer(t *testing.T) {
 	if !exits(first, 5*time.Second) {
 		t.Fatalf("the hung server %d was not stopped; stderr:\n%s", first, agg.stderr)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for pidOf(agg, "deaf:pid") == first && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if pid := pidOf(agg, "deaf:pid"); pid == 0 || pid == first {
-		t.Errorf("after the restart: pid %d (first %d)", pid, first)
-	}
+	waitFor(t, "a new process of deaf", func() bool { pid := pidOf(agg, "deaf:pid"); return pid != 0 && pid != first })
 	if !strings.Contains(agg.stderr.String(), `server "deaf" did not answer 2 pings in a row (--ping-interval 100ms, --ping-failures 2); it is restarted in 100ms`) {
 		t.Errorf("stderr:\n%s", agg.stderr)
 	}
@@ -197,6 +199,8 @@ func TestFaultRestartsOff(t *testing.T) {
 	agg.initialize("test")
 	agg.call("tools/call", `{"name":"a:crash","arguments":{}}`)
 	waitTool(t, agg, "a:echo", false)
+	// A restart would come --restart-delay after the crash, from a timer that no answer is
+	// ordered with: nothing marks its absence but time, fifty of those delays.
 	time.Sleep(500 * time.Millisecond)
 	if len(taggedProcs(tag)) != 1 {
 		t.Errorf("a crashed server was restarted with --max-restarts 0")
@@ -221,10 +225,7 @@ func TestFaultRestartKeepsSetup(t *testing.T) {
 	}
 	old := pidOf(agg, "s:pid")
 	agg.call("tools/call", `{"name":"s:crash","arguments":{}}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for pidOf(agg, "s:pid") == old && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "a new process of s", func() bool { pid := pidOf(agg, "s:pid"); return pid != 0 && pid != old })
 	drain(agg)
 	if m := agg.call("tools/call", `{"name":"s:touch","arguments":{"uri":"fixture://static/a"}}`); !strings.Contains(string(m.Result), `"subscribed":true`) {
 		t.Errorf("the new process is not subscribed: %s", m.Line)
@@ -233,6 +234,8 @@ func TestFaultRestartKeepsSetup(t *testing.T) {
 		t.Errorf("no notifications/resources/updated from the new process")
 	}
 	agg.call("tools/call", `{"name":"s:log","arguments":{}}`)
+	// The server writes its messages before its answer, and the aggregator passes a server's
+	// lines on in order (fromserver.go: readServer): they are all in before the answer.
 	levels := map[string]bool{}
 	for {
 		select {
@@ -243,7 +246,7 @@ func TestFaultRestartKeepsSetup(t *testing.T) {
 				levels[p.Level] = true
 			}
 			continue
-		case <-time.After(500 * time.Millisecond):
+		default:
 		}
 		break
 	}
@@ -260,36 +263,23 @@ func TestFaultRestartUnderLoad(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`, restartFlags...)
 	agg.initialize("test")
 	old := pidOf(agg, "a:pid")
-	var stop atomic.Bool
 	var calls, crashed atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for !stop.Load() {
-				m := agg.call("tools/call", `{"name":"a:echo","arguments":{"g":`+itoa(g)+`}}`)
-				calls.Add(1)
-				switch {
-				case m.Error == nil && strings.Contains(string(m.Result), `"structuredContent":{"g":`+itoa(g)+`}`):
-				case strings.Contains(string(m.Error), `server \"a\" exited with status 3 while calling tool \"echo\"`):
-					crashed.Add(1)
-				default:
-					t.Errorf("a call through the restart: %s", m.Line)
-				}
-			}
-		})
-	}
-	time.Sleep(200 * time.Millisecond)
+	load := startCallers(t, 8, func(g int) {
+		m := agg.call("tools/call", `{"name":"a:echo","arguments":{"g":`+itoa(g)+`}}`)
+		calls.Add(1)
+		switch {
+		case m.Error == nil && strings.Contains(string(m.Result), `"structuredContent":{"g":`+itoa(g)+`}`):
+		case strings.Contains(string(m.Error), `server \"a\" exited with status 3 while calling tool \"echo\"`):
+			crashed.Add(1)
+		default:
+			t.Errorf("a call through the restart: %s", m.Line)
+		}
+	})
+	load.waitAnswered(t, "the callers' first calls")
 	agg.call("tools/call", `{"name":"a:crash","arguments":{}}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for pidOf(agg, "a:pid") == old && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
-	if pid := pidOf(agg, "a:pid"); pid == old || pid == 0 {
-		t.Errorf("not restarted: %d", pid)
-	}
+	waitFor(t, "a new process of a", func() bool { pid := pidOf(agg, "a:pid"); return pid != 0 && pid != old })
+	load.waitAnswered(t, "the callers' calls to the new process")
+	load.end()
 	agg.mu.Lock()
 	left := len(agg.waiting)
 	agg.mu.Unlock()
@@ -298,6 +288,53 @@ func TestFaultRestartUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d calls, %d failed by the crash", calls.Load(), crashed.Load())
 	endSession(t, agg, tag)
+}
+
+// callers are goroutines that call without pause, each counting its calls, until the end.
+type callers struct {
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+	calls []atomic.Int64 // by caller: the calls made and answered
+}
+
+// startCallers starts n callers, caller g running call(g) again and again (it waits for its
+// answer); they end with the test at the latest.
+func startCallers(t *testing.T, n int, call func(g int)) *callers {
+	c := &callers{calls: make([]atomic.Int64, n)}
+	for g := range n {
+		c.wg.Go(func() {
+			for !c.stop.Load() {
+				call(g)
+				c.calls[g].Add(1)
+			}
+		})
+	}
+	t.Cleanup(c.end)
+	return c
+}
+
+// waitAnswered waits until every caller has had the answer to a call it made after
+// waitAnswered was called (two more calls: the one under way then may have been sent before).
+func (c *callers) waitAnswered(t *testing.T, what string) {
+	t.Helper()
+	since := make([]int64, len(c.calls))
+	for g := range c.calls {
+		since[g] = c.calls[g].Load()
+	}
+	waitFor(t, what, func() bool {
+		for g := range c.calls {
+			if c.calls[g].Load() < since[g]+2 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// end stops the callers and waits for their last calls.
+func (c *callers) end() {
+	c.stop.Store(true)
+	c.wg.Wait()
 }
 
 // drain empties the notifications received so far.

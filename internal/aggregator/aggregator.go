@@ -75,6 +75,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/audit"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
@@ -120,6 +121,18 @@ type Options struct {
 	// ToolSearch lists the aggregator's search and call tools instead of the catalog's tools
 	// (toolsearch.go).
 	ToolSearch bool
+	// Lazy starts a server whose catalog Cache holds on its first request instead of with
+	// the session (lazy.go); Cache must be set.
+	Lazy  bool
+	Cache *catalogcache.Cache
+	// IdleStop stops a server that had no request for this long (lazy.go); 0 never does.
+	IdleStop time.Duration
+	// Start starts a server's process; nil starts a child of this process (internal/child).
+	// With StartWithClient, no server is started before the client is known: Start is given
+	// the initialize the servers are told (a shared process shares a legacy server only among
+	// sessions whose clients would send it the same one).
+	Start           Starter
+	StartWithClient bool
 	// Pinned withholds each definition that differs from the lock file beside the
 	// configuration (pinned.go); Start fails when the lock cannot be read.
 	Pinned bool
@@ -145,8 +158,9 @@ type Aggregator struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 
-	// starts are the starts under way (claim): Close waits for them.
-	starts sync.WaitGroup
+	// starts are the starts under way (claim), writes the catalog cache's (remember): Close
+	// waits for them.
+	starts, writes sync.WaitGroup
 	// catalog is what the servers offer now: read without a lock, made by publish.
 	catalog atomic.Pointer[catalog]
 
@@ -204,6 +218,17 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		}
 	}
 	go mcpschema.Warm(era.Legacy) // beside the servers' start: the first catalog checks definitions
+	if a.opts.Lazy || a.opts.StartWithClient {
+		// Whether a server starts now depends on the client, which is not known before its
+		// session: deferOrSpawn decides then (the cache's entry for it, or the process a shared
+		// process runs for it).
+		a.roster.mu.Lock()
+		for _, sc := range cfg.Servers {
+			a.roster.slots[sc.Key] = &slot{key: sc.Key, cfg: sc, state: dormant}
+		}
+		a.roster.mu.Unlock()
+		return a, nil
+	}
 	started := false
 	for _, res := range a.spawnAll(cfg.Servers) {
 		a.enroll(res)
@@ -241,7 +266,7 @@ func (a *Aggregator) spawnAll(cfgs []config.Server) []startResult {
 	results := make([]startResult, len(cfgs))
 	for i, sc := range cfgs {
 		began := time.Now()
-		s, err := a.spawn(sc)
+		s, err := a.spawn(sc, nil)
 		results[i] = startResult{cfg: sc, srv: s, err: err, took: time.Since(began)}
 	}
 	return results
@@ -295,7 +320,11 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	r := &a.roster
 	r.mu.Lock()
 	r.started, r.params, r.clientEra = true, params, cs.side.era()
+	if a.opts.Lazy || a.opts.StartWithClient {
+		a.deferOrSpawn(params) // lazy.go
+	}
 	cfg := r.cfg
+	listed := len(r.listedServers()) // not started: listed from the cache
 	r.mu.Unlock()
 	results := a.initAll(ctx, params)
 	var failed []startResult
@@ -305,7 +334,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 			a.auditFailed(res.cfg.Key, res.err)
 		}
 	}
-	if len(cfg.Servers) > 0 && len(failed) == len(results) {
+	if len(cfg.Servers) > 0 && listed == 0 && len(failed) == len(results) {
 		return "", a.noServer(failed)
 	}
 	// A server may announce a list change, or crash, while others are still starting: they
@@ -337,7 +366,12 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 		a.log.Warn(warning)
 	}
 	for _, s := range cat.servers {
-		a.ready(s, cfg.File)
+		if s.proc != nil {
+			a.ready(s, cfg.File)
+		}
+	}
+	if a.opts.IdleStop > 0 {
+		go a.idleLoop() // lazy.go
 	}
 	return instructions, nil
 }
@@ -552,6 +586,7 @@ func (a *Aggregator) Close() {
 		}
 		wg.Wait()
 		a.starts.Wait() // a start under way stops its process itself (relaunch, bringUp)
+		a.writes.Wait()
 		a.notify.stop()
 	})
 }

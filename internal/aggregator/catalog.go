@@ -67,6 +67,9 @@ type catalog struct {
 	// warnings are the collisions of resources and templates between servers: each names
 	// both servers and which one wins.
 	warnings []string
+	// gone are the tools and prompts (by kind, then exposed name) that a server listed and
+	// lists no more, with its key: a call for one says so (publish keeps them).
+	gone [numKinds]map[string]string
 
 	// withheld are the definitions that break the schema of the era, or differ from the lock
 	// with --pinned (withheld.go), in the order of the servers and their lists; withheldBy
@@ -315,6 +318,39 @@ func (c *catalog) resourceOwner(uri string) (*server, string) {
 		return nil, fmt.Sprintf("no server lists it or a template that matches it, and no server uses URIs of its scheme (servers with resources: %s)", keyList(offering))
 	}
 	return nil, fmt.Sprintf("no server lists it or a template that matches it, and several servers use URIs of its scheme (%s)", keyList(users))
+}
+
+// noteGone records in c the tools and prompts of old that c has no more and whose server is
+// still listed, with those old had recorded that c has not again.
+func (c *catalog) noteGone(old *catalog) {
+	if old == nil {
+		return
+	}
+	listed := map[string]bool{}
+	for _, s := range c.servers {
+		listed[s.key] = true
+	}
+	for _, k := range []kind{kindTools, kindPrompts} {
+		now, before := c.tools, old.tools
+		if k == kindPrompts {
+			now, before = c.prompts, old.prompts
+		}
+		add := func(name, key string) {
+			if _, back := now[name]; back || !listed[key] {
+				return
+			}
+			if c.gone[k] == nil {
+				c.gone[k] = map[string]string{}
+			}
+			c.gone[k][name] = key
+		}
+		for name, key := range old.gone[k] {
+			add(name, key)
+		}
+		for name, e := range before {
+			add(name, e.server.key)
+		}
+	}
 }
 
 // listHint is the cache hint of the aggregator's list k: that of the servers' lists merged. No

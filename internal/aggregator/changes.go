@@ -47,6 +47,7 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 		return
 	}
 	a.auditChanged(before, s)
+	a.remember(s) // the cache follows what it lists (--lazy)
 }
 
 // debouncer sends each list_changed notification once after a burst of changes.

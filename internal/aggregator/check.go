@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
@@ -32,6 +34,8 @@ type Report struct {
 	InstructionsClaudeCode string `json:"instructionsClaudeCode,omitempty"`
 	// Restarts says what happens to a server that crashes while serving.
 	Restarts string `json:"restarts"`
+	// ByUse says when servers start and stop (--lazy, --idle-stop).
+	ByUse string `json:"byUse"`
 	// LockFile is the lock file the servers were compared with (checktrust.go); "" when
 	// there is none. LockOnly are the keys it has entries for that the configuration no
 	// longer has.
@@ -81,6 +85,19 @@ type ServerReport struct {
 	Lock             []trust.Difference `json:"lock,omitempty"`
 	// Definitions are what its lists tell the model: what pin pins.
 	Definitions *trust.Server `json:"-"`
+	// Cached says what the catalog cache holds for it (with --lazy): the entries written for
+	// its entry, one per client it was started for, and the newest's age.
+	Cached *CachedReport `json:"cached,omitempty"`
+}
+
+// CachedReport is what the catalog cache holds for a server's entry.
+type CachedReport struct {
+	// Clients is how many clients its catalog is cached for (0: none; it starts with the
+	// session the first time).
+	Clients int `json:"clients"`
+	// Written is when the newest entry was written; AgeSeconds how long ago.
+	Written    time.Time `json:"written,omitzero"`
+	AgeSeconds int64     `json:"ageSeconds,omitempty"`
 }
 
 // WithheldReport is one withheld definition and why.
@@ -122,7 +139,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		rep.Problems = append(rep.Problems, err.Error())
 		return rep
 	}
-	policy := a.restartPolicy()
+	policy, byUse := a.restartPolicy(), a.byUsePolicy()
 	a.opts.MaxRestarts = 0 // check reports how the servers start: one that crashes meanwhile is not restarted
 	for _, res := range a.spawnAll(cfg.Servers) {
 		a.enroll(res)
@@ -134,7 +151,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		results[res.cfg.Key] = res
 	}
 	var servers []*server
-	rep.Restarts = policy
+	rep.Restarts, rep.ByUse = policy, byUse
 	rep.OK = len(cfg.Servers) > 0
 	if !rep.OK {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none)", cfg.File))
@@ -172,6 +189,9 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		} else {
 			r.Status, r.OK, r.Error = "failed", false, res.failure("could not start")
 			rep.OK = false
+		}
+		if opts.Cache != nil {
+			r.Cached = a.cachedReport(sc)
 		}
 		rep.Servers = append(rep.Servers, r)
 	}
@@ -223,6 +243,31 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			API:    apiToolName.MatchString(t.exposed),
 			Cursor: cursorKeeps(entry, t.exposed),
 		})
+	}
+	return rep
+}
+
+// byUsePolicy says when servers start and stop.
+func (a *Aggregator) byUsePolicy() string {
+	var parts []string
+	if a.opts.Lazy {
+		parts = append(parts, "a server whose catalog is in the cache starts on its first request (--lazy), the others with the session")
+	} else {
+		parts = append(parts, "every server starts with the session")
+	}
+	if a.opts.IdleStop > 0 {
+		parts = append(parts, fmt.Sprintf("a server without a request for %v is stopped, and started again by its next request (--idle-stop): a server that keeps state in memory (a browser, an in-memory store) loses it", a.opts.IdleStop))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// cachedReport is what the catalog cache holds for the entry sc.
+func (a *Aggregator) cachedReport(sc config.Server) *CachedReport {
+	entries := a.opts.Cache.Of(catalogcache.Server{Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: dirOf(sc)})
+	rep := &CachedReport{Clients: len(entries)}
+	if len(entries) > 0 {
+		rep.Written = entries[0].Written
+		rep.AgeSeconds = int64(time.Since(entries[0].Written).Seconds())
 	}
 	return rep
 }

@@ -234,7 +234,8 @@ func TestModernInputRequired(t *testing.T) {
 // is never retried: the server's request gets an error when its state expires, and the
 // state is refused.
 func TestModernInputRefused(t *testing.T) {
-	c := serve(t, Options{InputTTL: 300 * time.Millisecond}, fx("a", "-full"))
+	const ttl = 300 * time.Millisecond
+	c := serve(t, Options{InputTTL: ttl}, fx("a", "-full"))
 	call := `"name":"a:ask","arguments":{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}}`
 	p := "{" + meta(`{"elicitation":{}}`) + "," + call + "}"
 	m := c.call("tools/call", p)
@@ -244,12 +245,13 @@ func TestModernInputRefused(t *testing.T) {
 	}
 
 	m = c.modernCall("tools/call", call)
+	answered := time.Now()
 	state, _ := json.Marshal(member[string](t, m, "requestState"))
-	time.Sleep(600 * time.Millisecond)
+	// The requestState holds its expiry, in milliseconds, set before the answer left: a
+	// millisecond after the TTL from the answer's arrival, it is over.
+	time.Sleep(time.Until(answered.Add(ttl + time.Millisecond)))
 	wantError(t, c.modernCall("tools/call", call+`,"inputResponses":{"sampling-1":{}},"requestState":`+string(state)), -32602, "expired")
-	if !strings.Contains(c.log.String(), "input asked for expired") {
-		t.Errorf("the expiry was not noted:\n%s", c.log)
-	}
+	c.waitLog("input asked for expired") // the expiry's timer, which fails the server's request
 }
 
 // MCP Apps: the servers' extensions are offered (merged), the client's reach the servers as
@@ -343,13 +345,11 @@ func TestModernParkedRequest(t *testing.T) {
 	}
 	call := `"name":"fs:roots","arguments":{}`
 	var m msg
-	deadline := time.Now().Add(10 * time.Second)
-	for { // the server asks once it is initialized: the first list may come before
+	// The server asks once it is initialized: the first list may come before.
+	waitFor(t, "a call that carries the server's roots/list", func() bool {
 		m = c.modernCall("tools/call", call)
-		if member[string](t, m, "resultType") == "input_required" || time.Now().After(deadline) {
-			break
-		}
-	}
+		return member[string](t, m, "resultType") == "input_required"
+	})
 	requests := member[map[string]json.RawMessage](t, m, "inputRequests")
 	if len(requests) != 1 || string(requests["roots-1"]) != `{"method":"roots/list"}` {
 		t.Fatalf("the request did not carry the server's roots/list: %s", m.Line)
@@ -363,10 +363,7 @@ func TestModernParkedRequest(t *testing.T) {
 
 	c = serve(t, Options{}, fx("fs", "-full", "-roots-at-start"))
 	c.modernCall("tools/list", "")
-	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(c.log.String(), "a request of the server waits for the client's next request that can carry it") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.waitLog("a request of the server waits for the client's next request that can carry it")
 	p := "{" + meta(`{"sampling":{}}`) + "," + call + "}"
 	m = c.call("tools/call", p)
 	if m.Error != nil || !strings.Contains(m.Line, `does not support roots/list`) {

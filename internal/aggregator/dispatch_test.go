@@ -2,6 +2,8 @@ package aggregator
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -158,7 +160,8 @@ func TestDispatchServerNotifications(t *testing.T) {
 // A server's requests reach the client under IDs of ours and the answers go back; what the
 // client did not declare is refused; cancellation and progress go both ways.
 func TestDispatchServerRequests(t *testing.T) {
-	c := serve(t, Options{}, fx("a", "-full"), fx("b", "-full"))
+	record := filepath.Join(t.TempDir(), "calls")
+	c := serve(t, Options{}, fx("a", "-full", "-record", record), fx("b", "-full"))
 	c.initialize(`{"sampling":{},"elicitation":{}}`)
 	done := c.send("tools/call", `{"name":"a:ask","arguments":{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1,"_meta":{"progressToken":7}}}}`)
 	req := c.note("sampling/createMessage")
@@ -194,7 +197,10 @@ func TestDispatchServerRequests(t *testing.T) {
 
 	// The client cancels a call: the server gets the cancellation under our ID.
 	sleep := c.send("tools/call", `{"name":"a:sleep","arguments":{"ms":60000}}`)
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "a:sleep at the server (its -record file)", func() bool {
+		calls, _ := os.ReadFile(record)
+		return strings.Contains(string(calls), "sleep ")
+	})
 	c.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + c.lastID() + `}}`)
 	deadline := time.Now().Add(5 * time.Second)
 	for {

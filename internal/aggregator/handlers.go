@@ -97,6 +97,10 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown tool: %s: the tool is %s", name, why))
 			return
 		}
+		if key, gone := cat.gone[k][name]; gone {
+			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: server %q lists it no more (its list changed; ask for the list again)", what, name, key))
+			return
+		}
 		a.answerClient(req.ID, nil, unknownName(what, name))
 		return
 	}
@@ -269,6 +273,9 @@ func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params
 func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addResult {
 	s := c.to
 	params = s.side().params(c, params) // the modern envelope (servermodern.go); legacy: unchanged
+	if c.req != nil && a.opts.IdleStop > 0 {
+		s.lastUse.Store(time.Now().UnixNano())
+	}
 	newToken, res := a.inflight.add(c, token)
 	if res != addOK {
 		if c.own() {

@@ -237,6 +237,28 @@ func (c *client) note(method string) msg {
 	}
 }
 
+// testTimeout is how long waitFor waits.
+const testTimeout = 10 * time.Second
+
+// waitFor polls cond until it holds, failing the test after testTimeout (the aggregator's log
+// follows the failure: connectClient).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, testTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLog waits until the aggregator's log (at debug level) holds text.
+func (c *client) waitLog(text string) {
+	c.t.Helper()
+	waitFor(c.t, fmt.Sprintf("the log line %q", text), func() bool { return strings.Contains(c.log.String(), text) })
+}
+
 // wantError checks that m is an error answer with code and a message containing text.
 func wantError(t *testing.T, m msg, code int, text string) {
 	t.Helper()

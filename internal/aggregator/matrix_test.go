@@ -39,7 +39,8 @@ type matrixPeer struct {
 	prefix string // "m:" through the aggregator, "" directly
 
 	mu       sync.Mutex
-	progress []float64
+	progress []float64 // of the token "tok"
+	started  int       // progress of the token "slow": the slow call runs
 	logs     []string
 	changed  int
 	updated  []string
@@ -72,7 +73,13 @@ func matrixClient(p *matrixPeer) *mcp.Client {
 			return &mcp.CreateMessageResult{Model: "matrix-model", Role: "assistant", Content: &mcp.TextContent{Text: "sampled: " + text}}, nil
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			note(func() { p.progress = append(p.progress, req.Params.Progress) })
+			note(func() {
+				if req.Params.ProgressToken == "slow" {
+					p.started++
+				} else {
+					p.progress = append(p.progress, req.Params.Progress)
+				}
+			})
 		},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			note(func() { p.logs = append(p.logs, fmt.Sprintf("%s %v", req.Params.Level, req.Params.Data)) })
@@ -190,21 +197,20 @@ func exercise(t *testing.T, p *matrixPeer) map[string]string {
 	slowCtx, stop := context.WithCancel(ctx)
 	slowDone := make(chan error, 1)
 	go func() {
-		_, err := p.cs.CallTool(slowCtx, &mcp.CallToolParams{Name: p.prefix + "slow", Arguments: map[string]any{"ms": 20000, "tag": "matrix"}})
+		_, err := p.cs.CallTool(slowCtx, &mcp.CallToolParams{Name: p.prefix + "slow", Arguments: map[string]any{"ms": 20000, "tag": "matrix"},
+			Meta: mcp.Meta{"progressToken": "slow"}})
 		slowDone <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the call reaches the server
+	p.waitFor(t, "the slow call's progress: it runs at the server", func() bool { return p.started > 0 })
 	stop()
 	if err := <-slowDone; !errors.Is(err, context.Canceled) {
 		t.Errorf("%s: the cancelled call ended with %v", p.label(), err)
 	}
 	var tags string
-	for range 100 { // the server notes the cancellation when it reads it
-		if tags = call("cancelled", nil, nil); strings.Contains(tags, "matrix") {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, p.label()+": the server noting the cancellation, when it reads it", func() bool {
+		tags = call("cancelled", nil, nil)
+		return strings.Contains(tags, "matrix")
+	})
 	got["cancellation"] = tags
 
 	prompt, err := p.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p.prefix + "greet", Arguments: map[string]string{"name": "Ann"}})
@@ -244,12 +250,11 @@ func exercise(t *testing.T, p *matrixPeer) map[string]string {
 
 	grown := call("grow", nil, nil)
 	p.waitFor(t, "a tool list change", func() bool { return p.changed > 0 })
-	for range 100 { // a modern client's list may be cached until the change arrives
-		if tools, err = p.cs.ListTools(ctx, nil); err == nil && strings.Contains(toolDefs(tools.Tools, p.prefix), "grown_1") {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// A modern client's list may be cached until the change arrives.
+	waitFor(t, p.label()+": grown_1 in tools/list", func() bool {
+		tools, err = p.cs.ListTools(ctx, nil)
+		return err == nil && strings.Contains(toolDefs(tools.Tools, p.prefix), "grown_1")
+	})
 	got["list changes"] = fmt.Sprint(grown, toolDefs(tools.Tools, p.prefix))
 	got["tools/call grown_1"] = call("grown_1", nil, nil)
 
@@ -269,8 +274,10 @@ func exercise(t *testing.T, p *matrixPeer) map[string]string {
 		meta = mcp.Meta{mcp.MetaKeyLogLevel: "warning"}
 	}
 	logged := call("log", nil, meta)
-	p.waitFor(t, "2 log messages", func() bool { return len(p.logs) >= 2 })
-	time.Sleep(100 * time.Millisecond) // any below the level would have come by now
+	// The server logs at five levels in order, error last; the client takes notifications one
+	// at a time, in the order they came (go-sdk: jsonrpc2's handleAsync). Once the error
+	// message is in, any message below the level would be too.
+	p.waitFor(t, "the error message, the last logged", func() bool { return slices.Contains(p.logs, "error error message") })
 	p.mu.Lock()
 	got["logging"] = fmt.Sprint(logged, p.logs)
 	p.mu.Unlock()

@@ -40,7 +40,7 @@ func (a *Aggregator) settleEra(ctx context.Context, s *server, params json.RawMe
 	defer late.drop()
 	if err != nil && !isKnown && a.exitedOnProbe(s, err) {
 		why := s.proc.ExitDescription()
-		if err = a.respawn(s); err == nil {
+		if err = a.respawn(s, params); err == nil {
 			s.log.Debug("era: legacy (its process " + why + " on the server/discover probe; started again for initialize)")
 			side = legacyServer{a}
 		}
@@ -210,8 +210,8 @@ func (a *Aggregator) exitedOnProbe(s *server, err error) bool {
 }
 
 // respawn starts the process of s again after it exited on the probe, to be spoken to in the
-// legacy era.
-func (a *Aggregator) respawn(s *server) error {
+// legacy era (client: the initialize it is to get).
+func (a *Aggregator) respawn(s *server, client json.RawMessage) error {
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 	select {
@@ -223,5 +223,5 @@ func (a *Aggregator) respawn(s *server) error {
 	s.conn.Close()
 	s.proc.Stop(0)
 	s.readDone = make(chan struct{})
-	return a.startProcess(s)
+	return a.startProcess(s, client)
 }

@@ -196,6 +196,17 @@ func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]ac
 		a.retire(s, "was stopped by a reload", "")
 		<-s.stopped
 	}
+	if a.opts.Lazy || a.opts.StartWithClient {
+		// As at start-up: whether they start depends on the client.
+		r.mu.Lock()
+		for _, sc := range starting {
+			if !r.closed {
+				r.slots[sc.Key] = &slot{key: sc.Key, cfg: sc, state: dormant}
+			}
+		}
+		r.mu.Unlock()
+		return
+	}
 	for _, res := range a.spawnAll(starting) {
 		r.mu.Lock()
 		closed := r.closed
@@ -226,9 +237,10 @@ func (a *Aggregator) apply(cfg *config.Config, actions map[string]action) {
 	for key, act := range actions {
 		switch act {
 		case add:
-			r.slots[key] = &slot{key: key, cfg: entries[key], state: starting}
+			r.slots[key] = &slot{key: key, cfg: entries[key], state: starting, initial: true}
 		case restart:
-			r.slots[key].tries = 0 // a reload is a first start: it is not retried when it fails
+			// A reload is a first start: it is not retried when it fails.
+			r.slots[key].tries, r.slots[key].initial = 0, true
 		}
 		slots[key] = r.slots[key]
 	}
@@ -252,6 +264,17 @@ func (a *Aggregator) apply(cfg *config.Config, actions map[string]action) {
 			}
 			r.mu.Lock()
 			sl.cfg = entries[key]
+			if a.opts.Lazy && !r.closed {
+				// Its catalog for this client in the cache: listed from it, started by its
+				// first request.
+				if s := a.fromCache(entries[key], params); s != nil {
+					sl.listed, sl.cached, sl.initial = s, s.cachedAt, false
+					a.move(sl, dormant, "its catalog is in the cache; its first request starts it")
+					_ = a.publish()
+					r.mu.Unlock()
+					return
+				}
+			}
 			gen, ok := a.claim(sl)
 			r.mu.Unlock()
 			if !ok {

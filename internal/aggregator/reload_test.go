@@ -98,6 +98,9 @@ func TestReloadApplies(t *testing.T) {
 	c.agg.Reload()
 	c.note("notifications/tools/list_changed")
 	c.note("notifications/prompts/list_changed")
+	// A second one would come from the debouncer's timer (changes.go), which no answer to a
+	// request of the client's is ordered with: nothing marks its absence but time, twenty of
+	// its 10 ms delays.
 	c.noNote("notifications/tools/list_changed", 200*time.Millisecond)
 	if got := c.pid("same:pid"); got != same {
 		t.Errorf("the unchanged server was restarted: pid %d, then %d", same, got)
@@ -142,13 +145,11 @@ func TestReloadKeepsCallsInFlight(t *testing.T) {
 	c.initialize(`{}`)
 	old := c.pid("a:pid")
 	slow := c.send("tools/call", `{"name":"a:sleep","arguments":{"ms":400}}`)
-	for c.agg.inflight.inFlight() == 0 { // in flight before the reload decides
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the slow call in flight before the reload decides", func() bool { return c.agg.inflight.inFlight() > 0 })
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"V": "2"}}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	c.agg.waitRestarting("a")
+	c.waitDraining("a")
 	late := c.send("tools/call", `{"name":"a:pid"}`)
 	if m := c.wait(slow, "the call in flight"); m.Error != nil || !strings.Contains(m.Line, "slept 400 ms") {
 		t.Errorf("the call in flight: %s", m.Line)
@@ -166,24 +167,12 @@ func TestReloadKeepsCallsInFlight(t *testing.T) {
 	waitGone(t, old)
 }
 
-// waitRestarting waits (at most 5 s) until a reload drains the server key or starts its new
-// process: a drain with nothing in flight can be over before a poll sees it.
-func (a *Aggregator) waitRestarting(key string) {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if st := a.stateOf(key); st == draining || st == starting {
-			return
-		}
-	}
-}
-
-// stateOf is the state of the server key in the roster (down when it has none).
-func (a *Aggregator) stateOf(key string) state {
-	a.roster.mu.Lock()
-	defer a.roster.mu.Unlock()
-	if sl := a.roster.slots[key]; sl != nil {
-		return sl.state
-	}
-	return down
+// waitDraining waits until a reload drains the serving server key, from the log of the move
+// (roster.go: move): a drain with nothing in flight can be over before a poll of the state
+// sees it. Calls that come after it wait for the new process.
+func (c *client) waitDraining(key string) {
+	c.t.Helper()
+	c.waitLog("state server=" + key + " from=serving to=draining")
 }
 
 // A file that cannot be used changes nothing; the client and the log are told.
@@ -267,7 +256,7 @@ func TestReloadReleasesEachKey(t *testing.T) {
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"V": "2"}}, "slow": {"command": "$FIXTURE", "args": ["-hang-at-start"]}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	c.agg.waitRestarting("a")
+	c.waitDraining("a")
 	start := time.Now()
 	m := c.call("tools/call", `{"name":"a:getenv","arguments":{"name":"V"}}`)
 	if !strings.Contains(m.Line, `"value":"2"`) || time.Since(start) > 2*time.Second {
@@ -284,7 +273,7 @@ func TestReloadRefreshDuringRestart(t *testing.T) {
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"V": "2"}}, "b": {"command": "$FIXTURE"}, "slow": {"command": "$FIXTURE", "args": ["-hang-at-start"]}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	c.agg.waitRestarting("a")
+	c.waitDraining("a")
 	c.call("tools/call", `{"name":"b:grow"}`) // b announces a list change
 	if m := c.call("tools/call", `{"name":"a:pid"}`); m.Error != nil {
 		t.Errorf("a call of the restarting server: %s", m.Line)
@@ -300,13 +289,11 @@ func TestReloadRestartFails(t *testing.T) {
 	c, path := serveFile(t, `{"mcpServers": {"a": {"command": "$FIXTURE"}}}`)
 	c.initialize(`{}`)
 	slow := c.send("tools/call", `{"name":"a:sleep","arguments":{"ms":300}}`)
-	for c.agg.inflight.inFlight() == 0 { // in flight before the reload decides
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the slow call in flight before the reload decides", func() bool { return c.agg.inflight.inFlight() > 0 })
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "/no/such/server"}}}`)
 	done := make(chan struct{})
 	go func() { c.agg.Reload(); close(done) }()
-	c.agg.waitRestarting("a")
+	c.waitDraining("a")
 	held := c.send("tools/call", `{"name":"a:echo"}`)
 	if m := c.wait(slow, "the call in flight"); m.Error != nil {
 		t.Errorf("the call in flight: %s", m.Line)

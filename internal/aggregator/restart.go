@@ -137,7 +137,7 @@ func (a *Aggregator) restart(sl *slot) {
 func (a *Aggregator) start(sl *slot, gen uint64, cfg config.Server, params json.RawMessage) startResult {
 	began := time.Now()
 	res := startResult{cfg: cfg}
-	s, err := a.spawn(cfg)
+	s, err := a.spawn(cfg, params)
 	if err != nil {
 		res.err = err
 		a.roster.mu.Lock()
@@ -199,7 +199,10 @@ func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 		gone = fmt.Sprintf("server %q was removed from the configuration", s.key)
 	case sl.state == serving && sl.proc != s:
 		// The catalog it was looked up in is older than the new process.
-	case sl.back:
+	case sl.state == dormant || sl.back:
+		if sl.state == dormant {
+			a.wake(sl) // lazy.go: the request that needs it starts it
+		}
 		expected = true
 		// Under roster.mu: the release of the key (served, fell) comes after it.
 		a.inflight.hold(&call{fromID: req.ID, method: req.Method, req: req}, s.key, a.opts.StartupTimeout, a.heldTimeout)
@@ -243,6 +246,18 @@ func (cs *clientSetup) subscribed(method, uri, key string) {
 		cs.subs = map[string]string{}
 	}
 	cs.subs[uri] = key
+}
+
+// holds reports whether the client subscribed to a resource of the server key.
+func (cs *clientSetup) holds(key string) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, k := range cs.subs {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // leveled notes the params of the client's logging/setLevel.

@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,15 +14,43 @@ import (
 // shell's PATH (internal/child), so a fake $SHELL that sleeps first makes a restart's spawn take
 // as long as the test needs.
 
-// slowShell is a fake login shell that waits sleep, then prints the PATH holding the fixture.
+// slowShell is a fake login shell that writes its process ID beside itself (see lookupPID),
+// waits sleep, then prints the PATH holding the fixture.
 func slowShell(t *testing.T, sleep string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "shell")
-	script := "#!/bin/sh\nsleep " + sleep + "\nPATH=" + filepath.Dir(fixtureBin) + ":$PATH exec /bin/sh -c \"$4\"\n"
+	script := "#!/bin/sh\necho $$ > " + p + ".pid\nsleep " + sleep + "\nPATH=" + filepath.Dir(fixtureBin) + ":$PATH exec /bin/sh -c \"$4\"\n"
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// lookupPID waits until the slow shell runs (a lookup of a bare command asks it), and returns
+// its process ID: the lookup is over when that process is.
+func lookupPID(t *testing.T, shell string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, "a lookup asking the login shell "+shell, func() bool {
+		b, err := os.ReadFile(shell + ".pid")
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	return pid
+}
+
+// startedPIDs are the process IDs of the log's "started" lines of the server key whose
+// command is command, in order.
+func startedPIDs(log, key, command string) []int {
+	var pids []int
+	for _, line := range strings.Split(log, "\n") {
+		var pid int
+		var got string
+		if _, err := fmt.Sscanf(line, "mcp-simple-aggregator: debug: started server="+key+" pid=%d command=%s", &pid, &got); err == nil && got == command {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // A reload while a restart's try is spawning: the reload's process serves the new entry, and
@@ -35,14 +64,22 @@ func TestRestartRacesReload(t *testing.T) {
 		Options{MaxRestarts: 5, RestartDelay: 20 * time.Millisecond, StartupTimeout: 10 * time.Second})
 	c.initialize(`{}`)
 	first := c.pid("a:pid")
-	t.Setenv("SHELL", slowShell(t, "1.5")) // the try's lookup of the bare command takes 1.5 s
+	shell := slowShell(t, "1.5") // the try's lookup of the bare command takes 1.5 s
+	t.Setenv("SHELL", shell)
 	c.send("tools/call", `{"name":"a:crash"}`)
 	waitGone(t, first)
-	time.Sleep(300 * time.Millisecond) // the try is spawning the old entry
+	lookupPID(t, shell) // the try is spawning the old entry
 	writeFile(t, path, `{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"V": "2"}}}}`)
 	c.agg.Reload()
 	reloaded := c.pid("a:pid")
-	time.Sleep(2500 * time.Millisecond) // the try's spawn is over
+	// The try's spawn is over: its process (of the old entry's bare command; the first is
+	// the one that crashed) came, and is stopped.
+	var tried []int
+	waitFor(t, "the process of the try", func() bool {
+		tried = startedPIDs(c.log.String(), "a", "fixture-server")
+		return len(tried) == 2
+	})
+	waitGone(t, tried[1])
 	if m := c.call("tools/call", `{"name":"a:getenv","arguments":{"name":"V"}}`); !strings.Contains(m.Line, `"value":"2"`) {
 		t.Errorf("after the reload, a runs the old entry: %s", m.Line)
 	}
@@ -61,12 +98,17 @@ func TestCloseDuringRestart(t *testing.T) {
 		Options{MaxRestarts: 5, RestartDelay: 20 * time.Millisecond, ShutdownGrace: 500 * time.Millisecond})
 	c.initialize(`{}`)
 	first := c.pid("a:pid")
-	t.Setenv("SHELL", slowShell(t, "1"))
+	shell := slowShell(t, "1")
+	t.Setenv("SHELL", shell)
 	c.send("tools/call", `{"name":"a:crash"}`)
 	waitGone(t, first)
-	time.Sleep(200 * time.Millisecond) // the try is spawning
+	lookup := lookupPID(t, shell) // the try is spawning
 	c.agg.Close()
-	time.Sleep(1500 * time.Millisecond) // a spawn Close did not wait for would be over
+	// Close waited for the try: its lookup is over (a spawn left running would still be in
+	// it, a second long), and what it started is stopped.
+	if alive(lookup) {
+		t.Errorf("the try's lookup (the login shell, pid %d) still runs after Close returned", lookup)
+	}
 	if pids := fixtureChildren(); len(pids) > 0 {
 		t.Errorf("processes of the fixture run after Close returned: %v", pids)
 	}

@@ -22,6 +22,8 @@ import (
 //	draining   a reload stops it, for good (removing) or to start it again: it takes none of the
 //	           client's new calls, and what it has in flight may end
 //	waiting    it crashed, and is started again at retryAt
+//	dormant    not running, and started by its first request (--lazy, --idle-stop): its lists
+//	           are those of its last process, or of the catalog cache (lazy.go)
 //	down       not running, and not coming back before a reload: it failed to start, its
 //	           restarts were given up, or it crashed with --max-restarts 0
 //
@@ -45,10 +47,11 @@ const (
 	serving
 	draining
 	waiting
+	dormant
 	down
 )
 
-var stateNames = [...]string{starting: "starting", serving: "serving", draining: "draining", waiting: "waiting to restart", down: "down"}
+var stateNames = [...]string{starting: "starting", serving: "serving", draining: "draining", waiting: "waiting to restart", dormant: "not started", down: "down"}
 
 func (st state) String() string { return stateNames[st] }
 
@@ -70,8 +73,15 @@ type slot struct {
 	// retryAt is when a waiting slot is started again, by timer.
 	retryAt time.Time
 	timer   *time.Timer
-	// tries counts the restarts since it last served for stableAfter.
+	// tries counts the restarts since it last served for stableAfter (with --lazy: the starts
+	// on first use that failed, or crashes, in a row).
 	tries int
+	// initial is set while its start is a first start (at start-up, or a reload's): one that
+	// fails leaves the key down, where a restart or a start on first use would be tried again.
+	initial bool
+	// cached is when the catalog cache's entry the key is listed from was written (zero when
+	// its lists are a process's of this run).
+	cached time.Time
 	// gen counts the starts claimed for the slot (claim): a start whose claim is no longer the
 	// last (a reload took over from a restart's try under way) stops its process.
 	gen uint64
@@ -124,6 +134,9 @@ func (a *Aggregator) release(sl *slot) {
 		return
 	}
 	why := fmt.Sprintf("server %q was restarted and did not come back (it %s; its error is on the log)", sl.key, sl.account())
+	if sl.state == dormant {
+		why = fmt.Sprintf("server %q could not be started (it %s; its error is on the log); its next request starts it again", sl.key, sl.account())
+	}
 	if a.roster.closed {
 		why = errShuttingDown.Error()
 	} else if sl.state == draining && sl.removing {
@@ -218,6 +231,7 @@ func (a *Aggregator) publish() error {
 	if err != nil {
 		return err
 	}
+	cat.noteGone(a.catalog.Load())
 	old := a.catalog.Swap(cat)
 	for _, w := range cat.warnings {
 		if old == nil || !slices.Contains(old.warnings, w) {
@@ -280,7 +294,7 @@ func newSlot(res startResult) *slot {
 	if res.err != nil {
 		return &slot{key: res.cfg.Key, cfg: res.cfg, state: down, why: "failed to start", startErr: res.err}
 	}
-	return &slot{key: res.cfg.Key, cfg: res.cfg, state: starting, proc: res.srv}
+	return &slot{key: res.cfg.Key, cfg: res.cfg, state: starting, proc: res.srv, initial: true}
 }
 
 // move changes the state of sl, saying why (kept for its calls and reports), on the debug log.
@@ -306,7 +320,7 @@ func (a *Aggregator) served(s *server) error {
 		return fmt.Errorf("it was replaced while it started")
 	}
 	a.auditChanged(a.beforeChange(sl.listed), s) // a new process that changed a definition (audit.go)
-	sl.listed = s
+	sl.listed, sl.initial, sl.cached = s, false, time.Time{}
 	sl.era, sl.eraKnown, sl.eraOf = s.side().era(), true, s.cfg
 	if a.catalog.Load() != nil { // at start-up, the first catalog is built once every server is
 		if err := a.publish(); err != nil {
@@ -320,7 +334,9 @@ func (a *Aggregator) served(s *server) error {
 	a.move(sl, serving, "")
 	a.auditServed(sl, s)
 	sl.since = time.Now()
+	s.lastUse.Store(sl.since.UnixNano())
 	a.release(sl)
+	a.remember(s) // its catalog, for later runs (--lazy)
 	go a.watch(s)
 	if a.opts.PingInterval > 0 {
 		go a.pingLoop(s)
@@ -444,10 +460,11 @@ func (a *Aggregator) fell(s *server, why string) (next state, delay time.Duratio
 
 // fallLocked moves a slot that lost its process (sl.proc is cleared) to waiting, or to down
 // when restarts are off or used up, or when this was the key's first start (a restart is for a
-// server that served); it returns what follows for the calls the process had in flight, and
-// the wait before the next try. Callers hold roster.mu.
+// server that served); with --lazy, to dormant instead of waiting: its next request starts it.
+// It returns what follows for the calls the process had in flight, and the wait before the
+// next try. Callers hold roster.mu.
 func (a *Aggregator) fallLocked(sl *slot, why string) (then string, delay time.Duration) {
-	initial := sl.state != serving && sl.tries == 0
+	initial := sl.state != serving && sl.initial
 	if sl.proc != nil {
 		sl.prev = sl.proc
 	}
@@ -461,6 +478,11 @@ func (a *Aggregator) fallLocked(sl *slot, why string) (then string, delay time.D
 		a.move(sl, down, why)
 	case sl.tries >= a.opts.MaxRestarts:
 		a.move(sl, down, fmt.Sprintf("%s, and was given up after %d restarts in a row", why, sl.tries))
+	case a.opts.Lazy:
+		a.move(sl, dormant, why)
+		sl.tries++
+		a.release(sl) // the calls that waited for this start: it failed
+		then = "; its next request starts it again"
 	default:
 		a.move(sl, waiting, why)
 		delay = a.backoff(sl.tries)

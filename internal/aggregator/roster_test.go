@@ -67,21 +67,27 @@ func TestFall(t *testing.T) {
 		wantTries   int
 		wantDelay   time.Duration
 		wantsListed bool // its lists stay in the catalog
+		initial     bool // its start is a first start
+		lazy        bool // --lazy
 	}{
-		{"a crash", serving, 0, time.Second, 5, waiting, 1, time.Second, true},
-		{"a crash after a restart", serving, 2, time.Second, 5, waiting, 3, 4 * time.Second, true},
-		{"a crash after a minute of service starts over", serving, 4, 2 * time.Minute, 5, waiting, 1, time.Second, true},
-		{"a crash with restarts off", serving, 0, time.Second, 0, down, 0, 0, false},
-		{"a restart's try that fails", starting, 2, 0, 5, waiting, 3, 4 * time.Second, true},
-		{"the last try fails: given up", starting, 5, 0, 5, down, 5, 0, false},
-		{"a crash with the tries used up", serving, 5, time.Second, 5, down, 5, 0, false},
-		{"a first start that fails", starting, 0, 0, 5, down, 0, 0, false},
-		{"a try whose process could not be started", waiting, 1, 0, 5, waiting, 2, 2 * time.Second, true},
+		{"a crash", serving, 0, time.Second, 5, waiting, 1, time.Second, true, false, false},
+		{"a crash after a restart", serving, 2, time.Second, 5, waiting, 3, 4 * time.Second, true, false, false},
+		{"a crash after a minute of service starts over", serving, 4, 2 * time.Minute, 5, waiting, 1, time.Second, true, false, false},
+		{"a crash with restarts off", serving, 0, time.Second, 0, down, 0, 0, false, false, false},
+		{"a restart's try that fails", starting, 2, 0, 5, waiting, 3, 4 * time.Second, true, false, false},
+		{"the last try fails: given up", starting, 5, 0, 5, down, 5, 0, false, false, false},
+		{"a crash with the tries used up", serving, 5, time.Second, 5, down, 5, 0, false, false, false},
+		{"a first start that fails", starting, 0, 0, 5, down, 0, 0, false, true, false},
+		{"a try whose process could not be started", waiting, 1, 0, 5, waiting, 2, 2 * time.Second, true, false, false},
+		{"a crash with --lazy: its next request starts it", serving, 0, time.Second, 5, dormant, 1, 0, true, false, true},
+		{"a start on first use that fails", starting, 1, 0, 5, dormant, 2, 0, true, false, true},
+		{"the last start on first use fails: given up", starting, 5, 0, 5, down, 5, 0, false, false, true},
+		{"a first start that fails, with --lazy", starting, 0, 0, 5, down, 0, 0, false, true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &Aggregator{opts: Options{RestartDelay: time.Second, MaxRestarts: tc.max}, log: slog.New(slog.DiscardHandler)}
-			sl := &slot{key: "k", state: tc.state, proc: old, listed: old, tries: tc.tries, since: time.Now().Add(-tc.served)}
+			a := &Aggregator{opts: Options{RestartDelay: time.Second, MaxRestarts: tc.max, Lazy: tc.lazy}, log: slog.New(slog.DiscardHandler), inflight: newTable()}
+			sl := &slot{key: "k", state: tc.state, proc: old, listed: old, tries: tc.tries, since: time.Now().Add(-tc.served), initial: tc.initial}
 			a.roster.mu.Lock()
 			_, delay := a.fallLocked(sl, "exited")
 			a.stopTimer(sl)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -38,7 +39,7 @@ type server struct {
 	command string
 	cfg     config.Server // the entry it was started from
 	filter  config.Filter // which of its tools are served; guarded by roster.mu
-	proc    *child.Process
+	proc    Process
 	conn    *stdio.Conn
 	log     *slog.Logger
 
@@ -72,6 +73,12 @@ type server struct {
 	// logLevel is the rank of the log level a modern client's requests had it set to
 	// (lowerLevel); 0 when never set.
 	logLevel atomic.Int32
+	// lastUse is when the client last sent it a request (Unix nanoseconds): --idle-stop stops
+	// it after a while without one.
+	lastUse atomic.Int64
+	// cachedAt is when the catalog cache's entry it stands for was written: a server that is
+	// not running, listed from the cache (lazy.go); zero for a process.
+	cachedAt time.Time
 
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
@@ -90,6 +97,45 @@ type server struct {
 	retired    chan struct{} // closed when the roster no longer uses it (retire)
 	stopped    chan struct{} // closed once it is stopped
 }
+
+// Process is a server's running process: a child of this one (internal/child), or one that a
+// shared process runs for several sessions (internal/shared, --share).
+type Process interface {
+	PID() int
+	// Pipes are its standard output and input.
+	Pipes() (stdout io.ReadCloser, stdin io.WriteCloser)
+	// Exited is closed when it has exited; ExitDescription says how ("exited with status 3").
+	Exited() <-chan struct{}
+	ExitDescription() string
+	// Tail is its last stderr lines.
+	Tail() []string
+	// LoginShellPath is the login shell's PATH when its command was found there, else "".
+	LoginShellPath() string
+	// Stop ends it (a shared one: this session's use of it), giving it grace at each step.
+	Stop(grace time.Duration)
+}
+
+// Starter starts the process of a server: spec says what to run, client is the initialize the
+// servers are told (nil before the client is known), and its stderr lines go to stderr.
+type Starter func(spec child.Spec, client json.RawMessage, stderr io.Writer) (Process, error)
+
+// killer is a Process that can be ended for every user of it (a shared process whose health
+// probes failed: it is hung for all its sessions).
+type killer interface{ Kill() }
+
+// startChild starts a child of this process.
+func startChild(spec child.Spec, _ json.RawMessage, stderr io.Writer) (Process, error) {
+	p, err := child.Start(spec, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return childProcess{p}, nil
+}
+
+// childProcess is a child of this process as a Process.
+type childProcess struct{ *child.Process }
+
+func (p childProcess) Pipes() (io.ReadCloser, io.WriteCloser) { return p.Stdout, p.Stdin }
 
 // sideBox holds a serverSide for an atomic pointer: the reader of a server's output looks at it
 // while its handshake sets it.
@@ -124,12 +170,13 @@ func (s *server) offersList(k kind) bool {
 	return true
 }
 
-// spawn starts the process of cfg and reads what it writes; its handshake comes later (see
-// initServer), once there is a client to tell it of.
-func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
+// spawn starts the process of cfg and reads what it writes; its handshake comes later, once
+// there is a client to tell it of. client is the initialize the servers are told (nil before
+// the client is known).
+func (a *Aggregator) spawn(cfg config.Server, client json.RawMessage) (*server, error) {
 	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, pins: a.pins, listed: make(chan struct{}),
 		readDone: make(chan struct{}), retired: make(chan struct{}), stopped: make(chan struct{}), log: a.log.With("server", cfg.Key)}
-	if err := a.startProcess(s); err != nil {
+	if err := a.startProcess(s, client); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -137,20 +184,25 @@ func (a *Aggregator) spawn(cfg config.Server) (*server, error) {
 
 // startProcess starts the process of s and reads what it writes: at spawn, and once more for
 // a process that exited on the server/discover probe (probe.go).
-func (a *Aggregator) startProcess(s *server) error {
+func (a *Aggregator) startProcess(s *server, client json.RawMessage) error {
 	cfg := s.cfg
-	proc, err := child.Start(child.Spec{
+	start := a.opts.Start
+	if start == nil {
+		start = startChild
+	}
+	proc, err := start(child.Spec{
 		Key:     cfg.Key,
 		Command: cfg.Command,
 		Args:    cfg.Args,
 		Env:     a.childEnv(cfg.Env),
 		Dir:     cfg.Dir,
-	}, a.stderr)
+	}, client, a.stderr)
 	if err != nil {
 		return fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
 	}
 	s.proc = proc
-	s.conn = stdio.New(proc.Stdout, proc.Stdin, &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize, Burst: &a.toClientBurst, HeldBy: &a.toServers})
+	stdout, stdin := proc.Pipes()
+	s.conn = stdio.New(stdout, stdin, &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize, Burst: &a.toClientBurst, HeldBy: &a.toServers})
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	go a.readServer(s)
 	return nil
@@ -403,6 +455,9 @@ func (a *Aggregator) pingLoop(s *server) {
 		failures++
 		s.log.Debug("ping failed", "failures", failures, "error", err)
 		if failures >= a.opts.PingFailures {
+			if k, ok := s.proc.(killer); ok {
+				k.Kill() // hung for every session that shares it
+			}
 			a.crashed(s, fmt.Sprintf("did not answer %d pings in a row (--ping-interval %v, --ping-failures %d)",
 				failures, interval, a.opts.PingFailures))
 			return

@@ -276,10 +276,13 @@ func (a *Aggregator) expire(sus *suspension) {
 				"Internal error: the client did not answer %s within %v (it did not retry its request); the request came through mcp-simple-aggregator", pc.call.method, a.inputTTL()))...)
 		}
 	}
-	if c != nil && a.inflight.take(c) {
-		c.to.conn.Send(nil, cancelled(c.toID, "the client did not give the input asked for in time")...)
-		c.to.log.Debug("input asked for expired", "method", c.method, "requests", len(asked))
+	if c == nil {
+		return // a -32042's URL elicitations, or parked requests: nothing is in flight for them
 	}
+	if a.inflight.take(c) {
+		c.to.conn.Send(nil, cancelled(c.toID, "the client did not give the input asked for in time")...)
+	}
+	c.to.log.Debug("input asked for expired", "method", c.method, "requests", len(asked))
 }
 
 // urlRequired turns a legacy server's URLElicitationRequiredError (-32042, "MUST NOT" reach a

@@ -438,6 +438,24 @@ func (t *table) drain(s *server) <-chan struct{} {
 	return s.idle
 }
 
+// closeIfIdle closes the gate of s when it has nothing in flight and no task under way (an idle
+// stop), and reports whether it did: a call either came first, and s is not idle, or finds it
+// closed, and is held for the key.
+func (t *table) closeIfIdle(s *server) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.inFlight > 0 {
+		return false
+	}
+	for _, owner := range t.tasks {
+		if owner == s {
+			return false
+		}
+	}
+	s.gate = gateClosed
+	return true
+}
+
 // wantsLog reports whether a log message of s (its notifications/message params) is for a
 // modern client: while a request of the client's with a logLevel at or below the message's
 // level is in flight to s ("notifications/message is request-scoped", logging.mdx).

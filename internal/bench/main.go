@@ -41,7 +41,7 @@ var (
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
-	only       = flag.String("only", "", "run only this measurement: latency, throughput, startup, discovery, schema, payload, idle, reload, toolsearch")
+	only       = flag.String("only", "", "run only this measurement: latency, modern, probe, throughput, startup, discovery, schema, payload, idle, reload, lazy, toolsearch, shared")
 	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
 	baseline   = flag.String("baseline", "", "compare with these aggregator binaries (earlier builds, comma-separated), interleaved in one run with a direct connection and a byte relay, instead of the usual report")
 	baseLabel  = flag.String("baseline-label", "baseline", "what the baselines are, for the report (commits, comma-separated)")
@@ -83,6 +83,10 @@ func main() {
 		b.toolSearch()
 		return
 	}
+	if *only == "shared" {
+		b.sharedSection()
+		return
+	}
 	var rows []row
 	add := func(r ...row) {
 		rows = append(rows, r...)
@@ -121,6 +125,9 @@ func main() {
 	if want("reload") {
 		add(b.reload()...)
 	}
+	if want("lazy") {
+		add(b.lazy()...)
+	}
 
 	report := render(rows)
 	fmt.Print(report)
@@ -131,6 +138,18 @@ func main() {
 	}
 	if *only == "" {
 		b.toolSearch()
+		b.sharedSection()
+	}
+}
+
+// sharedSection runs the benchmark of --share and writes its section.
+func (b *bench) sharedSection() {
+	report := b.shared()
+	fmt.Print(report)
+	if *out != "" {
+		if err := writeSection(*out, "shared", "make bench-shared", report); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package era
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
@@ -120,4 +121,41 @@ func (f Filter) Empty() bool { return !f.Tools && !f.Prompts && !f.Resources && 
 // ListenParams are the params of subscriptions/listen for the filter.
 func ListenParams(f Filter) json.RawMessage {
 	return rawjson.Marshal(map[string]Filter{"notifications": f})
+}
+
+// Union is what f and g ask for together.
+func (f Filter) Union(g Filter) Filter {
+	u := Filter{Tools: f.Tools || g.Tools, Prompts: f.Prompts || g.Prompts, Resources: f.Resources || g.Resources}
+	u.URIs = append(u.URIs, f.URIs...)
+	for _, uri := range g.URIs {
+		if !slices.Contains(u.URIs, uri) {
+			u.URIs = append(u.URIs, uri)
+		}
+	}
+	return u
+}
+
+// Includes reports whether f asks for everything g asks for.
+func (f Filter) Includes(g Filter) bool {
+	if g.Tools && !f.Tools || g.Prompts && !f.Prompts || g.Resources && !f.Resources {
+		return false
+	}
+	for _, uri := range g.URIs {
+		if !slices.Contains(f.URIs, uri) {
+			return false
+		}
+	}
+	return true
+}
+
+// Within is what of f the agreed filter g honours (an acknowledgement's filter, for a listen
+// that asked for f).
+func (f Filter) Within(g Filter) Filter {
+	w := Filter{Tools: f.Tools && g.Tools, Prompts: f.Prompts && g.Prompts, Resources: f.Resources && g.Resources}
+	for _, uri := range f.URIs {
+		if slices.Contains(g.URIs, uri) {
+			w.URIs = append(w.URIs, uri)
+		}
+	}
+	return w
 }

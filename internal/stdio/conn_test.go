@@ -137,6 +137,7 @@ func TestDrainOnEOF(t *testing.T) {
 		_, err := c.Read()
 		eof <- err
 	}()
+	// That Read does not return has no signal: a while is all a test can give it.
 	select {
 	case err := <-eof:
 		t.Fatalf("Read returned %v before request 1 was answered", err)

@@ -17,6 +17,8 @@ import (
 const debounce = 100 * time.Millisecond
 
 // quiet is how long a test waits to see that no (further) call comes: well beyond a debounce.
+// A call comes from the debounce's timer after file events, which nothing else is ordered
+// with: only time marks its absence.
 const quiet = 3 * debounce
 
 // recorder counts the calls of onChange and what the watched file held at each.
@@ -435,6 +437,7 @@ func TestCloseWaitsForTheCall(t *testing.T) {
 		w.Close()
 		close(closed)
 	}()
+	// That Close does not return has no signal: a while is all a test can give it.
 	select {
 	case <-closed:
 		t.Fatal("Close returned while onChange was running")

@@ -1,0 +1,690 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Shared servers (--share, issue #29), with the real binary and real processes: sessions of one
+// user share one process per server through the shared process, each message stays in its
+// session, and nothing is left after the last session and the linger.
+
+// shareDir gives the test a runtime directory of its own, where its sessions find their shared
+// process (and no other test's), and returns the shared process's directory in it.
+func shareDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "share") // short: a socket's path is at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Setenv("XDG_RUNTIME_DIR", dir)
+	return filepath.Join(dir, "mcp-simple-aggregator")
+}
+
+// sharedProcs lists the live shared processes whose socket is in dir.
+func sharedProcs(dir string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if args := strings.Split(cmdline(pid), " "); len(args) >= 3 && args[1] == "__shared" && strings.HasPrefix(args[2], dir+"/") && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// shareSession starts a session with --share on the configuration at path.
+func shareSession(t *testing.T, path string, flags ...string) *peer {
+	t.Helper()
+	agg := startPeer(t, aggBinary, append([]string{"--config", path, "--share", "--linger", "1s"}, flags...)...)
+	agg.initialize("test")
+	return agg
+}
+
+// nothingShared fails the test when a shared process or a tagged server outlives the last
+// session and the linger.
+func nothingShared(t *testing.T, dir, tag string) {
+	t.Helper()
+	noneLeft(t, tag)
+	deadline := time.Now().Add(6 * time.Second)
+	for len(sharedProcs(dir)) > 0 {
+		if time.Now().After(deadline) {
+			for _, pid := range sharedProcs(dir) {
+				t.Errorf("the shared process %d outlived its last session and server", pid)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Five sessions of one configuration run one process per server (two keys of one entry are
+// two servers, as unshared): each sees what an unshared session sees, byte for byte; check
+// names the shared process, its sessions and servers; a session's end leaves the others
+// serving; after the last and the linger, nothing is left.
+func TestFaultShareFive(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`, "b": `+tagged(tag)+`, "c": `+tagged(tag)+`}}`)
+
+	alone := startPeer(t, aggBinary, "--config", path)
+	alone.initialize("test")
+	want := alone.call("tools/list", "")
+	wantCall := alone.call("tools/call", `{"name":"a:odd","arguments":{}}`)
+	endSession(t, alone, tag)
+
+	var sessions []*peer
+	for i := range 5 {
+		s := shareSession(t, path)
+		sessions = append(sessions, s)
+		if m := s.call("tools/list", ""); string(m.Result) != string(want.Result) {
+			t.Errorf("session %d: tools/list\n%s\nunshared:\n%s", i, m.Result, want.Result)
+		}
+	}
+	if n := len(taggedProcs(tag)); n != 3 {
+		t.Errorf("%d server processes for five sessions of three servers, want 3", n)
+	}
+	if n := len(sharedProcs(dir)); n != 1 {
+		t.Errorf("%d shared processes, want 1", n)
+	}
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			for j := range 20 {
+				args := fmt.Sprintf(`{"session":%d,"call":%d}`, i, j)
+				m := s.call("tools/call", `{"name":"b:echo","arguments":`+args+`}`)
+				if !strings.Contains(string(m.Result), `"structuredContent":`+args) {
+					t.Errorf("session %d call %d: %s", i, j, m.Line)
+				}
+			}
+			if m := s.call("tools/call", `{"name":"a:odd","arguments":{}}`); string(m.Result) != string(wantCall.Result) {
+				t.Errorf("session %d: a:odd %s, unshared %s", i, m.Result, wantCall.Result)
+			}
+		})
+	}
+	wg.Wait()
+
+	// check names the shared process, its sessions and its servers.
+	out, err := exec.Command(aggBinary, "check", "--config", path, "--json").Output()
+	if err != nil && len(out) == 0 {
+		t.Fatalf("check: %v", err)
+	}
+	var rep struct {
+		Shared *struct {
+			PID      int `json:"pid"`
+			Sessions []struct {
+				PID int `json:"pid"`
+			} `json:"sessions"`
+			Servers []struct {
+				Keys     []string `json:"keys"`
+				PID      int      `json:"pid"`
+				Sessions int      `json:"sessions"`
+			} `json:"servers"`
+		} `json:"shared"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Shared == nil {
+		t.Fatalf("check --json has no shared process: %v\n%s", err, out)
+	}
+	if len(rep.Shared.Sessions) != 5 || len(rep.Shared.Servers) != 3 || rep.Shared.Servers[0].Sessions != 5 {
+		t.Errorf("check: %s", out)
+	}
+	for _, s := range rep.Shared.Servers {
+		if !alive(s.PID) {
+			t.Errorf("check names server PID %d, which does not run", s.PID)
+		}
+	}
+
+	// The place is the user's alone.
+	for _, f := range []string{dir} {
+		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	socks, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, f := range append(socks, logs...) {
+		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v", f, info.Mode().Perm(), err)
+		}
+		data, _ := os.ReadFile(f)
+		if strings.Contains(string(data), tag) {
+			t.Errorf("%s holds the env value %s", f, tag)
+		}
+	}
+	if len(socks) != 1 {
+		t.Errorf("sockets: %v", socks)
+	}
+
+	// A session's end leaves the others serving, and the servers running.
+	for i, s := range sessions[:4] {
+		s.in.Close()
+		if !exits(s.cmd.Process.Pid, 20*time.Second) {
+			t.Fatalf("session %d did not exit", i)
+		}
+		last := sessions[4]
+		if m := last.call("tools/call", `{"name":"a:echo","arguments":{"after":`+fmt.Sprint(i)+`}}`); m.Error != nil || !strings.Contains(string(m.Result), `{"after":`+fmt.Sprint(i)+`}`) {
+			t.Errorf("after session %d ended: %s", i, m.Line)
+		}
+	}
+	if n := len(taggedProcs(tag)); n != 3 {
+		t.Errorf("%d server processes after four sessions ended, want 3", n)
+	}
+	endSessionWithin(t, sessions[4], tag, 0, "")
+	nothingShared(t, dir, tag)
+}
+
+// sharedClient is a session whose client declares sampling, elicitation and roots, answers
+// the server's requests with its own name, and keeps every notification it gets.
+type sharedClient struct {
+	*peer
+	name string
+
+	mu    sync.Mutex
+	notes []message
+	asked []message // the server's requests it answered
+}
+
+// shareClient starts a session with --share whose client is named name (the clients of one
+// test send the same initialize: the legacy server is theirs to share).
+func shareClient(t *testing.T, path, name string) *sharedClient {
+	t.Helper()
+	agg := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
+	if m := agg.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"elicitation":{},"roots":{"listChanged":true}},"clientInfo":{"name":"shared","version":"1"}}`); m.Error != nil {
+		t.Fatalf("initialize: %s", m.Line)
+	}
+	agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c := &sharedClient{peer: agg, name: name}
+	go func() {
+		for {
+			select {
+			case m := <-agg.notes:
+				c.take(m)
+			case <-agg.done:
+				return
+			}
+		}
+	}()
+	return c
+}
+
+// take answers a request of the server's with the client's name in it, and keeps a
+// notification.
+func (c *sharedClient) take(m message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(m.ID) == 0 {
+		c.notes = append(c.notes, m)
+		return
+	}
+	c.asked = append(c.asked, m)
+	var result string
+	switch m.Method {
+	case "roots/list":
+		result = `{"roots":[{"uri":"file:///` + c.name + `"}]}`
+	case "elicitation/create":
+		result = `{"action":"accept","content":{"who":"` + c.name + `"}}`
+	default:
+		result = `{"role":"assistant","content":{"type":"text","text":"` + c.name + `"},"model":"m"}`
+	}
+	c.writeLine(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`)
+}
+
+// got is the notifications of method the client has, and the requests it was asked.
+func (c *sharedClient) got(method string) (notes []message, asked int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.notes {
+		if m.Method == method {
+			notes = append(notes, m)
+		}
+	}
+	return notes, len(c.asked)
+}
+
+// Every kind of message stays in its session under load from three sessions at once: answers,
+// progress (the same token in each), a cancellation, the server's questions (elicitation,
+// roots and sampling answered by the session whose call asked), logs at each session's level,
+// subscriptions held while any session holds them, list changes to all.
+func TestFaultShareRouting(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	var cs []*sharedClient
+	for i := range 3 {
+		cs = append(cs, shareClient(t, path, fmt.Sprintf("s%d", i)))
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d server processes for three sessions, want 1", n)
+	}
+
+	// The server has asked once (alone): from now on the sessions take turns.
+	if m := cs[0].call("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`); !strings.Contains(string(m.Result), `file:///s0`) {
+		t.Fatalf("roots asked during s0's call: %s", m.Line)
+	}
+
+	for i, level := range []string{"debug", "warning", "error"} {
+		if m := cs[i].call("logging/setLevel", `{"level":"`+level+`"}`); m.Error != nil {
+			t.Fatalf("setLevel: %s", m.Line)
+		}
+	}
+	for _, c := range cs[:2] {
+		if m := c.call("resources/subscribe", `{"uri":"fixture://static/a"}`); m.Error != nil {
+			t.Fatalf("subscribe: %s", m.Line)
+		}
+	}
+
+	// s0 cancels a long call; the others' calls, in flight with it, are answered.
+	long := cs[0].send("tools/call", `{"name":"a:sleep","arguments":{"ms":20000}}`)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() {
+			for j := range 10 {
+				args := fmt.Sprintf(`{"s":%d,"j":%d}`, i, j)
+				if m := c.call("tools/call", `{"name":"a:echo","arguments":`+args+`}`); !strings.Contains(string(m.Result), `"structuredContent":`+args) {
+					t.Errorf("s%d echo %d: %s", i, j, m.Line)
+				}
+				m := c.call("tools/call", `{"name":"a:progress","_meta":{"progressToken":"tok"},"arguments":{}}`)
+				if m.Error != nil {
+					t.Errorf("s%d progress: %s", i, m.Line)
+				}
+				for _, q := range []struct{ method, want string }{
+					{"elicitation/create", `"content":{"who":"` + c.name + `"}`},
+					{"roots/list", `file:///` + c.name},
+					{"sampling/createMessage", `"text":"` + c.name + `"`},
+				} {
+					m := c.call("tools/call", `{"name":"a:ask","arguments":{"method":"`+q.method+`","params":{"message":"?","requestedSchema":{"type":"object"},"messages":[],"maxTokens":1}}}`)
+					if !strings.Contains(string(m.Result), q.want) {
+						t.Errorf("s%d: %s asked during its call was answered: %s", i, q.method, m.Line)
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	cs[0].writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"enough"}}`) // initialize, ask, setLevel, subscribe, then it
+	wg.Wait()
+	select {
+	case m := <-long:
+		t.Errorf("the cancelled call was answered: %s", m.Line)
+	default:
+	}
+
+	// Logs: s0 asks the server to log every level; each session gets those at its own.
+	if m := cs[0].call("tools/call", `{"name":"a:log","arguments":{}}`); m.Error != nil {
+		t.Fatalf("log: %s", m.Line)
+	}
+	// Subscriptions: s1 keeps one after s0 leaves it; s2 never had one.
+	cs[0].call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://static/a"}}`)
+	cs[0].call("resources/unsubscribe", `{"uri":"fixture://static/a"}`)
+	if m := cs[2].call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://static/a"}}`); !strings.Contains(string(m.Result), `"subscribed":true`) {
+		t.Errorf("s1's subscription was dropped with s0's: %s", m.Line)
+	}
+	cs[1].call("resources/unsubscribe", `{"uri":"fixture://static/a"}`)
+	if m := cs[2].call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://static/a"}}`); !strings.Contains(string(m.Result), `"subscribed":false`) {
+		t.Errorf("the last unsubscription did not reach the server: %s", m.Line)
+	}
+	// A list change reaches every session.
+	cs[1].call("tools/call", `{"name":"a:grow","arguments":{}}`)
+
+	wantLogs := []int{8, 5, 4} // debug and up, warning and up, error and up
+	wantUpdates := []int{1, 2, 0}
+	for i, c := range cs {
+		waitFor(t, fmt.Sprintf("s%d's messages", i), func() bool {
+			logs, _ := c.got("notifications/message")
+			changed, _ := c.got("notifications/tools/list_changed")
+			return len(logs) >= wantLogs[i] && len(changed) == 1
+		})
+		time.Sleep(100 * time.Millisecond) // for any message that should not come
+		logs, asked := c.got("notifications/message")
+		updates, _ := c.got("notifications/resources/updated")
+		progress, _ := c.got("notifications/progress")
+		if len(logs) != wantLogs[i] || len(updates) != wantUpdates[i] || len(progress) != 30 {
+			t.Errorf("s%d got %d log messages (want %d), %d updates (want %d), %d progress (want 30)", i, len(logs), wantLogs[i], len(updates), wantUpdates[i], len(progress))
+		}
+		for _, p := range progress {
+			if !strings.Contains(string(p.Params), `"progressToken":"tok"`) {
+				t.Errorf("s%d: progress %s", i, p.Line)
+			}
+		}
+		if want := 30 + map[bool]int{true: 1}[i == 0]; asked != want {
+			t.Errorf("s%d was asked %d requests by the server, want %d", i, asked, want)
+		}
+	}
+	// The server saw one cancellation: s0's.
+	m := cs[1].call("tools/call", `{"name":"a:cancelled","arguments":{}}`)
+	if strings.Count(string(m.Result), `"s-`) != 1 {
+		t.Errorf("the server's cancellations: %s", m.Result)
+	}
+	for _, c := range cs {
+		c.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
+// What a process is shared by: the same entry (command, args, env, directory) and, for a
+// legacy server, the same initialize; a modern server hears each request's client, and is
+// shared by clients that differ.
+func TestFaultShareIdentity(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	config := `{"mcpServers": {"legacy": ` + tagged(tag, "-report-init") + `, "modern": {"command": ` + string(quoted) + `, "env": {"FAULT_TAG": "` + tag + `"}}}}`
+	path := writeConfig(t, config)
+	other := writeConfig(t, strings.Replace(config, `"FAULT_TAG"`, `"OTHER": "x", "FAULT_TAG"`, 1))
+	cwd1, cwd2 := t.TempDir(), t.TempDir()
+
+	session := func(path, cwd, client string) *peer {
+		t.Helper()
+		t.Chdir(cwd) // the session's directory, which a server's entry without one runs in
+		agg := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
+		agg.initialize(client)
+		return agg
+	}
+	count := func() int { return len(taggedProcs(tag)) }
+
+	a := session(path, cwd1, "one")
+	if n := count(); n != 2 {
+		t.Fatalf("%d processes for the first session's two servers", n)
+	}
+	b := session(path, cwd1, "one") // the same: shares both
+	if n := count(); n != 2 {
+		t.Errorf("%d processes after a second session of the same entries and client, want 2", n)
+	}
+	c := session(path, cwd1, "two") // another client: the legacy server is its own, the modern one shared
+	if n := count(); n != 3 {
+		t.Errorf("%d processes after a session of another client, want 3", n)
+	}
+	for _, s := range []struct {
+		p    *peer
+		name string
+	}{{a, "one"}, {c, "two"}} {
+		if m := s.p.call("tools/call", `{"name":"modern:whoami","arguments":{}}`); !strings.Contains(string(m.Result), `"name":"`+s.name+`"`) {
+			t.Errorf("the shared modern server heard another client than %s: %s", s.name, m.Result)
+		}
+		if m := s.p.call("tools/call", `{"name":"legacy:init_params","arguments":{}}`); !strings.Contains(string(m.Result), `"name":"`+s.name+`"`) {
+			t.Errorf("the legacy server of %s was initialized for another client: %s", s.name, m.Result)
+		}
+	}
+	d := session(path, cwd2, "one") // another directory: both its own
+	if n := count(); n != 5 {
+		t.Errorf("%d processes after a session in another directory, want 5", n)
+	}
+	if m := d.call("tools/call", `{"name":"legacy:getenv","arguments":{"name":"FAULT_TAG","cwd":true}}`); !strings.Contains(string(m.Result), `"cwd":"`+cwd2+`"`) {
+		t.Errorf("the server of a session in %s runs in: %s", cwd2, m.Result)
+	}
+	e := session(other, cwd1, "one") // another env value for the legacy server: it its own
+	if n := count(); n != 6 {
+		t.Errorf("%d processes after a session with another env for one server, want 6", n)
+	}
+	for _, s := range []*peer{a, b, c, d, e} {
+		s.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
+// The first time a server asks during requests of several sessions, the question cannot be
+// told apart: it is answered with an error (never sent to a session it may not be for), and
+// that tool takes turns from then on.
+func TestFaultShareAmbiguousAsk(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
+	long := s1.send("tools/call", `{"name":"a:sleep","arguments":{"ms":1000}}`)
+	time.Sleep(100 * time.Millisecond)
+	m := s0.call("tools/call", `{"name":"a:ask","arguments":{"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object"}}}}`)
+	if !strings.Contains(string(m.Result), `cannot be told apart between the 2 sessions`) {
+		t.Errorf("an ambiguous question: %s", m.Line)
+	}
+	s1.wait(long, "the long call")
+	if _, asked := s1.got(""); asked != 0 {
+		t.Errorf("s1 was asked s0's question")
+	}
+	// a:sleep was in flight then: suspected of asking, it takes turns until a call of it ends
+	// with no question asked meanwhile; then it does not (s1's short sleep ends while s0's
+	// long one runs).
+	s1.call("tools/call", `{"name":"a:sleep","arguments":{"ms":10}}`)
+	long = s0.send("tools/call", `{"name":"a:sleep","arguments":{"ms":3000}}`)
+	time.Sleep(100 * time.Millisecond)
+	s1.call("tools/call", `{"name":"a:sleep","arguments":{"ms":10}}`)
+	select {
+	case <-long:
+		t.Errorf("s1's sleep waited for s0's: a:sleep, which never asks, still takes turns")
+	default:
+	}
+	s0.wait(long, "s0's long call")
+	// Now a:ask takes turns: s1's call waits for s0's, and each is asked by its own session.
+	ch := s0.send("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`)
+	m = s1.call("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`)
+	if !strings.Contains(string(m.Result), "file:///s1") {
+		t.Errorf("s1's call: %s", m.Line)
+	}
+	if m := s0.wait(ch, "s0's call"); !strings.Contains(string(m.Result), "file:///s0") {
+		t.Errorf("s0's call: %s", m.Line)
+	}
+	s0.in.Close()
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
+// The shared process killed under load: the sessions go on. Their calls in flight are answered
+// with an error naming what happened, a new shared process runs their servers, what their
+// clients set up (the log level, a subscription) is set up again, and the old servers died
+// with it.
+func TestFaultShareKilled(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
+	s0.call("logging/setLevel", `{"level":"error"}`)
+	s1.call("resources/subscribe", `{"uri":"fixture://static/a"}`)
+	old := taggedProcs(tag)
+	daemons := sharedProcs(dir)
+	if len(old) != 1 || len(daemons) != 1 {
+		t.Fatalf("%d servers, %d shared processes", len(old), len(daemons))
+	}
+	var inflight []<-chan message
+	for range 5 {
+		inflight = append(inflight, s0.send("tools/call", `{"name":"a:sleep","arguments":{"ms":10000}}`), s1.send("tools/call", `{"name":"a:sleep","arguments":{"ms":10000}}`))
+	}
+	time.Sleep(200 * time.Millisecond)
+	syscall.Kill(daemons[0], syscall.SIGKILL)
+	for i, ch := range inflight {
+		p := s0
+		if i%2 == 1 {
+			p = s1
+		}
+		if m := p.wait(ch, "a call in flight"); !strings.Contains(string(m.Error), "ended with the shared process that ran it") {
+			t.Errorf("a call in flight when the shared process was killed: %s", m.Line)
+		}
+	}
+	for _, pid := range old {
+		if !exits(pid, 10*time.Second) {
+			t.Errorf("the server %d outlived the shared process killed", pid)
+		}
+	}
+	for _, s := range []*sharedClient{s0, s1} {
+		waitFor(t, "a call after the restart", func() bool {
+			m := s.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`)
+			return strings.Contains(string(m.Result), `{"back":1}`)
+		})
+	}
+	if n := len(sharedProcs(dir)); n != 1 {
+		t.Errorf("%d shared processes after the restart, want 1", n)
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Errorf("%d servers after the restart, want 1", n)
+	}
+	// Set up again: s1's subscription reaches the new process; s0's level filters its logs.
+	if m := s1.call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://static/a"}}`); !strings.Contains(string(m.Result), `"subscribed":true`) {
+		t.Errorf("the subscription was not set up again: %s", m.Line)
+	}
+	before, _ := s0.got("notifications/message")
+	s0.call("tools/call", `{"name":"a:log","arguments":{}}`)
+	waitFor(t, "s0's logs", func() bool { l, _ := s0.got("notifications/message"); return len(l) >= len(before)+4 })
+	time.Sleep(100 * time.Millisecond)
+	if l, _ := s0.got("notifications/message"); len(l) != len(before)+4 {
+		t.Errorf("s0 got %d log messages at level error, want 4", len(l)-len(before))
+	}
+	s0.in.Close()
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
+// The shared process's directory is the user's alone: a looser one is made private, one that
+// is a link is refused, and the session then serves unshared, saying why.
+func TestFaultSharePlace(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	os.Mkdir(dir, 0o755)
+	s := shareSession(t, path)
+	if info, _ := os.Stat(dir); info.Mode().Perm() != 0o700 {
+		t.Errorf("the directory has mode %v, want 0700", info.Mode().Perm())
+	}
+	if n := len(sharedProcs(dir)); n != 1 {
+		t.Errorf("%d shared processes", n)
+	}
+	endSession(t, s, tag)
+	nothingShared(t, dir, tag)
+
+	os.RemoveAll(dir)
+	os.Symlink(t.TempDir(), dir)
+	s = shareSession(t, path)
+	if m := s.call("tools/call", `{"name":"a:echo","arguments":{}}`); m.Error != nil {
+		t.Errorf("unshared: %s", m.Line)
+	}
+	if !strings.Contains(s.stderr.String(), "is not a directory (a link, or a file): remove it") || !strings.Contains(s.stderr.String(), "this session runs its own servers") {
+		t.Errorf("stderr: %s", s.stderr)
+	}
+	endSession(t, s, tag)
+}
+
+// Keys of one file with the same entry are as many servers, started at once: each session gets
+// one process per key, never two keys on one process, and a second session takes one key per
+// process too.
+func TestFaultShareSameEntries(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	var keys []string
+	for i := range 6 {
+		keys = append(keys, fmt.Sprintf(`"k%d": %s`, i, tagged(tag)))
+	}
+	path := writeConfig(t, `{"mcpServers": {`+strings.Join(keys, ",")+`}}`)
+	s0, s1 := shareSession(t, path), shareSession(t, path)
+	if n := len(taggedProcs(tag)); n != 6 {
+		t.Errorf("%d processes for two sessions of six keys of one entry, want 6", n)
+	}
+	out, _ := exec.Command(aggBinary, "check", "--config", path, "--json").Output()
+	var rep struct {
+		Shared struct {
+			Servers []struct {
+				Keys     []string `json:"keys"`
+				Sessions int      `json:"sessions"`
+			} `json:"servers"`
+		} `json:"shared"`
+	}
+	json.Unmarshal(out, &rep)
+	for _, s := range rep.Shared.Servers {
+		if s.Sessions != 2 || len(s.Keys) != 1 {
+			t.Errorf("a process of keys %v has %d sessions, want one key and 2", s.Keys, s.Sessions)
+		}
+	}
+	s0.in.Close()
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
+// A modern server shared by three sessions hears one listen of the shared process's own: each
+// session gets its list changes and the updates of the resources it subscribed to, after
+// another session's listen ended or asked for more (the go-sdk keeps one listen per kind and
+// connection, and ends a kind's when any listen ends).
+func TestFaultShareModernListen(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+	var cs []*sharedClient
+	for i := range 3 {
+		cs = append(cs, shareClient(t, path, fmt.Sprintf("s%d", i)))
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d processes for three sessions of a modern server, want 1", n)
+	}
+	grow := func(by *sharedClient, want []*sharedClient, n int) {
+		t.Helper()
+		by.call("tools/call", `{"name":"m:grow","arguments":{}}`)
+		for _, c := range want {
+			waitFor(t, c.name+"'s list change", func() bool {
+				l, _ := c.got("notifications/tools/list_changed")
+				return len(l) >= n
+			})
+			if _, names := tools(t, c.call("tools/list", "")); !slices.Contains(names, fmt.Sprintf("m:grown_%d", n)) {
+				t.Errorf("%s lists %v", c.name, names)
+			}
+		}
+	}
+	grow(cs[0], cs, 1)
+	// s1 subscribes: its session listens again for more; the others keep their changes.
+	if m := cs[1].call("resources/subscribe", `{"uri":"gosdk://static/a"}`); m.Error != nil {
+		t.Fatalf("subscribe: %s", m.Line)
+	}
+	cs[2].call("tools/call", `{"name":"m:touch","arguments":{"uri":"gosdk://static/a"}}`)
+	waitFor(t, "s1's update", func() bool { u, _ := cs[1].got("notifications/resources/updated"); return len(u) == 1 })
+	grow(cs[2], cs, 2)
+	// s0 ends: the others keep their changes.
+	cs[0].in.Close()
+	exits(cs[0].cmd.Process.Pid, 20*time.Second)
+	grow(cs[1], cs[1:], 3)
+	for i, c := range cs {
+		if u, _ := c.got("notifications/resources/updated"); len(u) != map[bool]int{true: 1}[i == 1] {
+			t.Errorf("s%d got %d resource updates", i, len(u))
+		}
+	}
+	for _, c := range cs[1:] {
+		c.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
+// Sessions of different clients that start at once share a modern server: a session does not
+// start a process of its own while the one another session started has not said its era.
+func TestFaultShareModernAtOnce(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-start-delay", "300ms"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+	var wg sync.WaitGroup
+	sessions := make([]*peer, 3)
+	for i := range sessions {
+		wg.Go(func() {
+			sessions[i] = startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
+			sessions[i].initialize(fmt.Sprintf("client-%d", i))
+		})
+	}
+	wg.Wait()
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Errorf("%d processes for three sessions of different clients of a modern server, want 1", n)
+	}
+	for i, s := range sessions {
+		if m := s.call("tools/call", `{"name":"m:whoami","arguments":{}}`); !strings.Contains(string(m.Result), fmt.Sprintf(`"name":"client-%d"`, i)) {
+			t.Errorf("session %d: %s", i, m.Result)
+		}
+		s.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}

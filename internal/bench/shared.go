@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Shared servers (issue #29, --share): a call through a shared session crosses one hop more
+// than through an unshared one (client, session, shared process, server), so it is held to the
+// floor of two hops, two byte relays in a row, as an unshared session is to one; each figure
+// beside the direct connection, one relay, two relays and an unshared session, interleaved in
+// one run. Then what sharing is for: the start-up of a session whose servers another session
+// already runs, and the memory of five sessions of ten servers, shared and unshared.
+func (b *bench) shared() string {
+	rt := filepath.Join(b.dir, "rt") // the shared process of this run alone
+	if err := os.Mkdir(rt, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	os.Setenv("XDG_RUNTIME_DIR", rt)
+	defer os.Unsetenv("XDG_RUNTIME_DIR")
+	config := b.config(1, nil)
+	share := func() *exec.Cmd {
+		return exec.Command(b.bin(), "--config", config, "--separator", "__", "--share", "--linger", "1s")
+	}
+	ways := []struct {
+		label string
+		start func() *session
+		tool  string
+	}{
+		{"direct", func() *session { return b.direct() }, "echo"},
+		{"one relay", func() *session { s, _ := connect(relayed(exec.Command(*fixtureBin))); return s }, "echo"},
+		{"two relays", func() *session { s, _ := connect(relayed(relayed(exec.Command(*fixtureBin)))); return s }, "echo"},
+		{"unshared", func() *session { s, _ := b.aggregated(1); return s }, "s00__echo"},
+		{"shared", func() *session { s, _ := connect(share()); return s }, "s00__echo"},
+	}
+	var sb strings.Builder
+	head, rule := "| measurement |", "| --- |"
+	for _, w := range ways {
+		head += " " + w.label + " |"
+		rule += " --- |"
+	}
+	sb.WriteString(head + " shared against unshared | shared against two relays |\n" + rule + " --- | --- |\n")
+	line := func(name string, figures []float64, f func(float64) string) {
+		cells := mapTo(figures, f)
+		n := len(figures)
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", name, strings.Join(cells, " | "), pct(figures[n-1], figures[n-2]), pct(figures[n-1], figures[2]))
+		fmt.Fprintf(os.Stderr, "%-50s %s\n", name, strings.Join(cells, "  "))
+	}
+	for _, m := range []struct {
+		name    string
+		measure measure
+		f       func(float64) string
+	}{{"echo p50", echoP50, usF}, {"throughput, 8 callers (calls/s)", throughput8, perSecond}} {
+		sessions := make([]*session, len(ways))
+		for i, w := range ways {
+			sessions[i] = w.start()
+		}
+		byWay := make([][]float64, len(ways))
+		for range *runs {
+			for i, w := range ways {
+				x, _ := m.measure(sessions[i], w.tool)
+				byWay[i] = append(byWay[i], x)
+			}
+		}
+		figures := make([]float64, len(ways))
+		for i, s := range sessions {
+			figures[i] = median(byWay[i])
+			s.Close()
+		}
+		line(m.name, figures, m.f)
+	}
+	sb.WriteString("\n")
+	sb.WriteString(b.sharedStartAndMemory(rt))
+	return sb.String()
+}
+
+// sharedStartAndMemory measures ten servers that take 300 ms each to start and hold 40 MiB (a
+// Node server idles at 40 to 60): the start-up of a session (connect and tools/list) unshared,
+// and shared while another session runs them; and the total RSS of five sessions, every process
+// of the program and its servers.
+func (b *bench) sharedStartAndMemory(rt string) string {
+	config := b.configOfEach(10, func(i int) []string { return []string{"-start-delay", "300ms", "-ballast-mib", "40"} })
+	start := func(flags ...string) (*session, time.Duration) {
+		s, _ := connect(exec.Command(b.bin(), append([]string{"--config", config, "--separator", "__"}, flags...)...))
+		begin := time.Now()
+		if _, err := s.ListTools(context.Background(), nil); err != nil {
+			log.Fatal(err)
+		}
+		return s, time.Since(begin)
+	}
+	shareFlags := []string{"--share", "--linger", "1s"}
+	var unshared, shared []time.Duration
+	for range *runs {
+		t0 := time.Now()
+		s, _ := start()
+		unshared = append(unshared, time.Since(t0))
+		s.Close()
+		first, _ := start(shareFlags...)
+		t0 = time.Now()
+		second, _ := start(shareFlags...)
+		shared = append(shared, time.Since(t0))
+		second.Close()
+		first.Close()
+	}
+	var sb strings.Builder
+	sb.WriteString("| measurement | unshared | shared | shared against unshared |\n| --- | --- | --- | --- |\n")
+	fmt.Fprintf(&sb, "| start-up of a session (connect and tools/list), 10 servers of 300 ms, another session already running them | %s | %s | %s |\n",
+		ms(median(unshared)), ms(median(shared)), pct(float64(median(shared)), float64(median(unshared))))
+
+	const n = 5
+	total := func(flags ...string) (procs int, mem int64) {
+		var ss []*session
+		for range n {
+			s, _ := start(flags...)
+			ss = append(ss, s)
+		}
+		roots := sharedDaemons(rt) // a descendant of the session that started it, or of none
+		for _, s := range ss {
+			call(s, "s00__echo", map[string]any{})
+			roots = append(roots, s.cmd.Process.Pid)
+		}
+		procs, mem = trees(roots)
+		for _, s := range ss {
+			s.Close()
+		}
+		return procs, mem
+	}
+	up, um := total()
+	sp, sm := total(shareFlags...)
+	fmt.Fprintf(&sb, "| processes and total RSS of %d sessions of 10 servers of 40 MiB | %d, %s | %d, %s | %s of the memory |\n", n, up, mib(um), sp, mib(sm), pct(float64(sm), float64(um)))
+	waitNoDaemon(rt)
+	return sb.String()
+}
+
+// sharedDaemons are the shared processes whose socket is under dir.
+func sharedDaemons(dir string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(data), "\x00")
+		if len(args) > 2 && args[1] == "__shared" && strings.HasPrefix(args[2], dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitNoDaemon waits for the shared process of dir to end (its linger), so that the next
+// measurement runs on a quiet machine.
+func waitNoDaemon(dir string) {
+	deadline := time.Now().Add(15 * time.Second)
+	for len(sharedDaemons(dir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}

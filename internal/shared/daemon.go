@@ -1,0 +1,299 @@
+package shared
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+)
+
+// The shared process: it listens on the socket of its build, counts the sessions connected to
+// it, runs the server processes they attach to (mux.go), and exits once it has no session and
+// no process (a process no session uses is kept for the linger first).
+
+// daemon is the shared process.
+type daemon struct {
+	socket string
+	linger time.Duration
+	log    *slog.Logger
+	ln     net.Listener
+
+	mu       sync.Mutex
+	sessions map[net.Conn]SessionStatus
+	procs    []*proc
+	closed   bool
+	done     chan struct{}
+}
+
+// startGrace is how long a shared process waits for its first session.
+const startGrace = 30 * time.Second
+
+// RunDaemon runs the shared process on socket until it has no session and no server process,
+// or until ctx ends (SIGTERM: every server is stopped); linger is how long a server no session
+// uses is kept. When another shared process answers on socket already, it returns at once.
+func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *slog.Logger) error {
+	if conn, err := net.DialTimeout("unix", socket, time.Second); err == nil {
+		conn.Close()
+		return nil // one runs: sessions use it
+	}
+	_ = os.Remove(socket) // a socket left by a shared process that was killed
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", socket, err)
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	d := &daemon{socket: socket, linger: linger, log: log, ln: ln, sessions: map[net.Conn]SessionStatus{}, done: make(chan struct{})}
+	time.AfterFunc(startGrace, d.maybeExit)
+	go d.accept()
+	select {
+	case <-d.done:
+		log.Info("no session and no server left: exiting")
+	case <-ctx.Done():
+		log.Info("stopping every server and exiting", "reason", context.Cause(ctx))
+		d.shutdown()
+	}
+	return nil
+}
+
+// shutdown stops every server process, and the shared process with them: sessions see their
+// servers end, and start another shared process.
+func (d *daemon) shutdown() {
+	d.mu.Lock()
+	d.closed = true
+	d.ln.Close()
+	_ = os.Remove(d.socket)
+	procs := slices.Clone(d.procs)
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { p.child.Stop(2 * time.Second) })
+	}
+	wg.Wait()
+}
+
+func (d *daemon) accept() {
+	for {
+		conn, err := d.ln.Accept()
+		if err != nil {
+			return
+		}
+		go d.serve(conn)
+	}
+}
+
+// serve takes one connection: a session's, an attachment, or a status query.
+func (d *daemon) serve(conn net.Conn) {
+	if err := sameUser(conn); err != nil {
+		d.log.Warn("refused a connection", "error", err)
+		line, _ := json.Marshal(reply{Error: "refused: " + err.Error()})
+		_, _ = conn.Write(append(line, '\n'))
+		conn.Close()
+		return
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := r.ReadBytes('\n')
+	_ = conn.SetReadDeadline(time.Time{})
+	var h hello
+	if err == nil {
+		err = json.Unmarshal(line, &h)
+	}
+	if err != nil || h.Protocol != protocol {
+		line, _ := json.Marshal(reply{Error: fmt.Sprintf("not a session of this build (%s)", protocol)})
+		_, _ = conn.Write(append(line, '\n'))
+		conn.Close()
+		return
+	}
+	switch h.Kind {
+	case kindSession:
+		d.session(conn, r, h)
+	case kindAttach:
+		d.attach(conn, r, h)
+	case kindStatus:
+		line, _ := json.Marshal(d.status())
+		_, _ = conn.Write(append(line, '\n'))
+		conn.Close()
+	default:
+		conn.Close()
+	}
+}
+
+// session counts a session while its connection is open.
+func (d *daemon) session(conn net.Conn, r *bufio.Reader, h hello) {
+	d.mu.Lock()
+	d.sessions[conn] = SessionStatus{PID: h.PID, Config: h.Config}
+	d.mu.Unlock()
+	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
+	_, _ = io.Copy(io.Discard, r)
+	conn.Close()
+	d.mu.Lock()
+	delete(d.sessions, conn)
+	d.mu.Unlock()
+	d.log.Info("a session ended", "pid", h.PID)
+	d.maybeExit()
+}
+
+// attach attaches a session's server to a process that it may share, or to a new one. The
+// reply is written before the attachment takes any of the server's messages.
+func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
+	d.mu.Lock()
+	p := d.find(h)
+	if q := d.undecided(h); p == nil && q != nil {
+		// A process of the same entry, started for another client, whose era is not known yet:
+		// a modern one is for every client. Its first answer says (within its start-up, which
+		// a process of this session's own would take as well).
+		d.mu.Unlock()
+		select {
+		case <-q.decided:
+		case <-time.After(decideWait):
+		}
+		d.mu.Lock()
+		p = d.find(h)
+	}
+	joined := p != nil
+	var err error
+	if p == nil && !d.closed {
+		p, err = d.spawn(h)
+	} else if p == nil {
+		err = errors.New("the shared process is exiting")
+	}
+	if p != nil {
+		p.reserve(h.Session) // before another attachment of the session looks (find)
+	}
+	d.mu.Unlock()
+	if p == nil {
+		line, _ := json.Marshal(reply{Error: fmt.Sprintf("start %q: %v", h.Spec.Command, err)})
+		_, _ = conn.Write(append(line, '\n'))
+		conn.Close()
+		return
+	}
+	line, _ := json.Marshal(reply{PID: p.child.PID(), Joined: joined, LoginShellPath: p.child.LoginShellPath()})
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		conn.Close()
+		p.abandon(h.Session)
+		return
+	}
+	a := p.add(conn, r, h)
+	if a == nil { // it ended meanwhile: the session sees its end
+		conn.Close()
+		return
+	}
+	d.log.Info("attached", "server", h.Key, "pid", p.child.PID(), "joined", joined)
+	p.readAttachment(a)
+}
+
+// find is a running process the attachment h may share: one of the same identity that speaks
+// the modern era (each request carries its own client), or that was started for the same
+// client (a legacy server is initialized once), that a session still uses or that lingers,
+// and that h's session does not use already (two keys of one configuration with the same entry
+// are two servers, as they are unshared). Callers hold d.mu.
+func (d *daemon) find(h hello) *proc {
+	for _, p := range d.procs {
+		if p.identity != h.Identity || p.ending() || p.usedBy(h.Session) {
+			continue
+		}
+		if p.modern() || bytes.Equal(p.client, h.Client) {
+			return p
+		}
+	}
+	return nil
+}
+
+// undecided is a running process of h's identity, started for another client, whose era is
+// not known yet. Callers hold d.mu.
+func (d *daemon) undecided(h hello) *proc {
+	for _, p := range d.procs {
+		if p.identity != h.Identity || p.ending() || p.usedBy(h.Session) {
+			continue
+		}
+		select {
+		case <-p.decided:
+		default:
+			return p
+		}
+	}
+	return nil
+}
+
+// decideWait bounds the wait for a process's era (undecided): the default start-up timeout.
+const decideWait = 30 * time.Second
+
+// spawn starts the process of h. Callers hold d.mu.
+func (d *daemon) spawn(h hello) (*proc, error) {
+	if h.Spec == nil {
+		return nil, errors.New("no command")
+	}
+	p := newProc(d, h)
+	c, err := child.Start(child.Spec{Key: h.Key, Command: h.Spec.Command, Args: h.Spec.Args, Env: h.Spec.Env, Dir: h.Spec.Dir}, stderrOf(p, h.Key))
+	if err != nil {
+		return nil, err
+	}
+	p.start(c)
+	d.procs = append(d.procs, p)
+	return p, nil
+}
+
+// gone takes an ended process out of the pool.
+func (d *daemon) gone(p *proc) {
+	d.mu.Lock()
+	d.procs = slices.DeleteFunc(d.procs, func(q *proc) bool { return q == p })
+	d.mu.Unlock()
+	d.maybeExit()
+}
+
+// maybeExit ends the shared process when it has no session and no process.
+func (d *daemon) maybeExit() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || len(d.sessions) > 0 || len(d.procs) > 0 {
+		return
+	}
+	d.closed = true
+	d.ln.Close()
+	_ = os.Remove(d.socket)
+	close(d.done)
+}
+
+// status is what the shared process runs.
+func (d *daemon) status() Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := Status{PID: os.Getpid(), Socket: d.socket}
+	for _, s := range d.sessions {
+		st.Sessions = append(st.Sessions, s)
+	}
+	slices.SortFunc(st.Sessions, func(a, b SessionStatus) int { return a.PID - b.PID })
+	for _, p := range d.procs {
+		st.Servers = append(st.Servers, p.status())
+	}
+	return st
+}
+
+// stderrOf is where a process's stderr lines go: to every session attached to it, as control
+// lines, without the key child.Start puts before them (each session puts its own).
+func stderrOf(p *proc, key string) io.Writer {
+	prefix := "[" + key + "] "
+	return writerFunc(func(b []byte) (int, error) {
+		p.stderr(strings.TrimSuffix(strings.TrimPrefix(string(b), prefix), "\n"))
+		return len(b), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -1,0 +1,213 @@
+package shared
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// Listens of a modern server. Every session that has the server opens a subscriptions/listen
+// for its list changes and resource updates. The specification lets one connection hold many
+// ("A client MAY have multiple active subscriptions concurrently", basic/patterns/
+// subscriptions.mdx), but the go-sdk's server keeps one per kind and connection (the latest)
+// and ends a kind's subscription when any listen of the connection ends: relayed as they come,
+// the sessions' listens would take each other's notifications away. So the server hears one
+// listen of the shared process's own, asking for what the sessions ask together; each
+// session's listen is acknowledged with what of its own filter that one was agreed to, and
+// gets the notifications its filter asks for, tagged with its own ID. A session that asks for
+// more than the open listen has makes the shared process listen again: the old one is ended
+// first, and its end awaited (the go-sdk answers a cancelled listen once it let go of it; a
+// server that says nothing more gets listenGrace), before the new one is opened. A session's
+// listen that ends costs the server nothing: the open one asks for at least as much.
+
+// listenGrace is how long the end of a cancelled listen is awaited before the next is opened.
+const listenGrace = 2 * time.Second
+
+// sessionListen is a session's listen.
+type sessionListen struct {
+	a      *attachment
+	id     json.RawMessage // the session's ID, encoded
+	filter era.Filter
+	acked  bool
+}
+
+// ownListen is the shared process's listen at the server.
+type ownListen struct {
+	did    string
+	filter era.Filter  // what it asked for
+	agreed *era.Filter // what the acknowledgement agreed to; nil before it
+	ending bool        // cancelled: the next opens once it has ended
+	timer  *time.Timer
+}
+
+// listen takes a session's subscriptions/listen for a modern server. Callers hold p.mu; it
+// unlocks it.
+func (p *proc) listen(a *attachment, m *jsonrpc.Request, id json.RawMessage) {
+	f, _ := era.ReadFilter(m.Params)
+	p.listens = append(p.listens, &sessionListen{a: a, id: id, filter: f})
+	p.listenParams = m.Params
+	var send [][]byte
+	switch {
+	case p.own == nil:
+		send = p.openListen()
+	case p.own.ending:
+		// The next opens with the union once the old has ended.
+	case !p.own.filter.Includes(p.wanted()):
+		send = p.endListen()
+	}
+	acks := p.acks()
+	p.mu.Unlock()
+	if send != nil {
+		p.conn.Send(nil, send...)
+	}
+	sendAll(acks)
+}
+
+// wanted is what the sessions' listens ask for together. Callers hold p.mu.
+func (p *proc) wanted() era.Filter {
+	var u era.Filter
+	for _, l := range p.listens {
+		u = u.Union(l.filter)
+	}
+	return u
+}
+
+// openListen opens the shared process's listen with what the sessions want, in the envelope
+// of the latest session's listen; it returns the line to send. Callers hold p.mu.
+func (p *proc) openListen() [][]byte {
+	p.seq++
+	own := &ownListen{did: "s-listen-" + strconv.FormatUint(p.seq, 10), filter: p.wanted()}
+	p.own = own
+	params := p.listenParams
+	if ns, ne, ok := rawjson.Member(params, "notifications"); ok {
+		params = rawjson.Replace(params, ns, ne, rawjson.Marshal(own.filter))
+	}
+	return requestLine(own.did, "subscriptions/listen", params)
+}
+
+// endListen cancels the shared process's listen, so that the next one asks for more; it
+// returns the line to send. Callers hold p.mu.
+func (p *proc) endListen() [][]byte {
+	own := p.own
+	own.ending = true
+	own.timer = time.AfterFunc(listenGrace, func() { p.listenEnded(own.did) })
+	return cancelLine(own.did, "mcp-simple-aggregator's shared process listens again with more subscriptions")
+}
+
+// listenEnded takes the end of the shared process's listen did (its answer, or the grace after
+// its cancellation): the sessions' listens are answered as it was when the server ended it,
+// else the next one opens when a session still listens. It reports whether did was the listen.
+func (p *proc) listenEnded(did string, answer ...[]byte) bool {
+	p.mu.Lock()
+	own := p.own
+	if own == nil || own.did != did {
+		p.mu.Unlock()
+		return false
+	}
+	if own.timer != nil {
+		own.timer.Stop()
+	}
+	p.own = nil
+	var ended []*sessionListen
+	var send [][]byte
+	switch {
+	case !own.ending: // the server ended it: so do the sessions' listens
+		ended, p.listens = p.listens, nil
+	case len(p.listens) > 0:
+		send = p.openListen()
+	}
+	p.mu.Unlock()
+	if send != nil {
+		p.conn.Send(nil, send...)
+	}
+	for _, l := range ended {
+		l.a.conn.Send(nil, stdio.Response(l.id, answer[0], answer[1])...)
+	}
+	return true
+}
+
+// unlisten ends a session's listen that its session cancelled, and answers it (as the go-sdk
+// answers a cancelled listen, which the session awaits before it listens again); it reports
+// whether id was one. Callers hold p.mu.
+func (p *proc) unlisten(a *attachment, id string) bool {
+	i := slices.IndexFunc(p.listens, func(l *sessionListen) bool { return l.a == a && string(l.id) == id })
+	if i < 0 {
+		return false
+	}
+	p.listens = slices.Delete(p.listens, i, i+1)
+	go a.conn.Send(nil, stdio.Response(json.RawMessage(id), json.RawMessage(`{}`), nil)...)
+	return true
+}
+
+// dropListens forgets the listens of a session that detached. Callers hold p.mu.
+func (p *proc) dropListens(a *attachment) {
+	p.listens = slices.DeleteFunc(p.listens, func(l *sessionListen) bool { return l.a == a })
+}
+
+// listenNotification takes a notification tagged with the shared process's listen did: the
+// acknowledgement acknowledges the sessions' listens, the others go to the listens whose
+// filters ask for them, under their own tags. A notification of a listen no longer open is
+// dropped. rest is the params without the tag.
+func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
+	p.mu.Lock()
+	if p.own == nil || p.own.did != did || p.own.ending {
+		p.mu.Unlock()
+		return
+	}
+	if method == "notifications/subscriptions/acknowledged" {
+		agreed, _ := era.ReadFilter(rest)
+		p.own.agreed = &agreed
+		acks := p.acks()
+		p.mu.Unlock()
+		sendAll(acks)
+		return
+	}
+	var out []message
+	uri := stringParam(rest, "uri")
+	for _, l := range p.listens {
+		if !l.acked {
+			continue // "MUST NOT send any notification on the subscription before it"
+		}
+		if l.filter.Wants(method) || method == "notifications/resources/updated" && l.filter.Covers(uri) {
+			out = append(out, message{l.a, notificationLine(method, era.Tagged(rest, era.Tag(l.id)))})
+		}
+	}
+	p.mu.Unlock()
+	sendAll(out)
+}
+
+// acks acknowledges the sessions' listens that the open listen covers, once it is
+// acknowledged: each with what of its filter was agreed to. Callers hold p.mu.
+func (p *proc) acks() []message {
+	own := p.own
+	if own == nil || own.ending || own.agreed == nil {
+		return nil
+	}
+	var out []message
+	for _, l := range p.listens {
+		if !l.acked && own.filter.Includes(l.filter) {
+			l.acked = true
+			out = append(out, message{l.a, notificationLine("notifications/subscriptions/acknowledged", era.Acknowledged(l.filter.Within(*own.agreed), l.id))})
+		}
+	}
+	return out
+}
+
+// message is a line for a session.
+type message struct {
+	a    *attachment
+	line [][]byte
+}
+
+func sendAll(ms []message) {
+	for _, m := range ms {
+		m.a.conn.Send(nil, m.line...)
+	}
+}

@@ -1,0 +1,806 @@
+package shared
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// One shared server process and the sessions attached to it. Each session speaks to it as to
+// a process of its own; between them, the messages are routed so that no session sees another's:
+//
+//	a session's request        under an ID of the shared process's own ("s-N"), its progress
+//	                           token too ("s-p-N"); the answer and progress back to it alone
+//	initialize                 the first session's goes to the server, and its answer is
+//	                           recorded; the others are answered from it (a legacy server is
+//	                           initialized once: only sessions whose clients would send the
+//	                           same initialize share it, daemon.find)
+//	server/discover            of a legacy server: answered Method not found, as the first
+//	                           probe was (a server may exit on a second one)
+//	logging/setLevel           the server is set to the most verbose level a session asked for;
+//	                           each session gets log messages at its own
+//	resources/(un)subscribe    once for every session that wants the resource; its updates go
+//	                           to those sessions
+//	a server's request         to the session whose request it serves (the oldest that can
+//	                           take input), else to the first session attached: never to a
+//	                           session that does not have the server
+//	list changes               to every session; a modern server's listen notifications to the
+//	                           session of the listen
+//
+// A session that ends has its requests cancelled at the server, its subscriptions and level
+// released, and the server's requests to it answered with an error; the process is kept for
+// the others, or for the linger.
+
+// proc is a shared server process.
+type proc struct {
+	d        *daemon
+	identity string
+	client   json.RawMessage // the initialize it was started for
+	command  string
+	child    *child.Process
+	conn     *stdio.Conn
+
+	mu           sync.Mutex
+	atts         []*attachment
+	users        map[string]int // the sessions attached or attaching, by ID (daemon.find)
+	keys         []string       // the keys sessions gave it
+	seq          uint64
+	calls        map[string]*relayed      // by the shared process's ID
+	byOrigin     map[originKey]string     // the shared process's ID of a session's request
+	tokens       map[string]tokenOwner    // by token key of the shared process's token
+	asked        map[string]*attachment   // the session a server's request went to, by its ID
+	subs         map[string][]*attachment // the sessions subscribed to each resource
+	levels       map[*attachment]int      // the log level each session asked for
+	tasks        map[string]*attachment   // the session that created each task
+	askers       map[string]bool          // the requests known or suspected to ask (turns.go)
+	suspects     map[string]bool          // those only suspected
+	questions    uint64                   // the server's requests for input so far
+	asking       map[*attachment]int      // each session's requests of those at the server
+	queue        []*queued                // such requests waiting for their session's turn
+	listens      []*sessionListen         // a modern server's: the sessions' listens (listen.go)
+	own          *ownListen               // and the shared process's own at the server
+	listenParams json.RawMessage          // the latest session's listen, whose envelope the own one takes
+	eraSeen      era.Era                  // what the handshake found
+	eraKnown     bool
+	decided      chan struct{} // closed once its first answer to a handshake (or its end) says whether it is modern
+	decide       sync.Once
+	init         *recorded   // the answer to the first initialize
+	initWait     []*waiting  // initializes that came while the first was at the server
+	inited       bool        // notifications/initialized was passed on
+	level        int         // the level the server was set to
+	linger       *time.Timer // set while no session uses it
+	exited       bool
+	exitDesc     string
+}
+
+// attachment is one session's use of a shared process (daemon side).
+type attachment struct {
+	conn    *stdio.Conn
+	raw     net.Conn
+	key     string
+	session string // the session's ID
+}
+
+// relayed is a session's request at the server.
+type relayed struct {
+	a         *attachment
+	id        json.RawMessage // the session's ID, encoded
+	method    string
+	token     string // the token key of the shared process's token; "" for none
+	record    bool   // the first initialize: its answer is recorded
+	seq       uint64
+	key       string // what asks, for turns.go: "" for a request that cannot be asked during
+	asks      bool   // it is of the requests known to ask, and counted in proc.asking
+	questions uint64 // proc.questions when it was sent
+}
+
+type originKey struct {
+	a  *attachment
+	id string // the session's ID, encoded
+}
+
+type tokenOwner struct {
+	a     *attachment
+	token json.RawMessage // the session's own token, as written
+}
+
+type recorded struct{ result, errObj json.RawMessage }
+
+type waiting struct {
+	a  *attachment
+	id json.RawMessage
+}
+
+func newProc(d *daemon, h hello) *proc {
+	return &proc{d: d, identity: h.Identity, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
+		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*attachment{},
+		subs: map[string][]*attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*attachment]int{}, levels: map[*attachment]int{}, tasks: map[string]*attachment{}}
+}
+
+// start begins reading the child's output.
+func (p *proc) start(c *child.Process) {
+	p.child = c
+	p.conn = stdio.New(c.Stdout, c.Stdin, nil)
+	go p.readChild()
+}
+
+// add attaches a session; nil when the process has ended meanwhile.
+func (p *proc) add(raw net.Conn, r *bufio.Reader, h hello) *attachment {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited {
+		return nil
+	}
+	a := &attachment{conn: stdio.New(r, raw, nil), raw: raw, key: h.Key, session: h.Session}
+	p.atts = append(p.atts, a)
+	if !slices.Contains(p.keys, h.Key) {
+		p.keys = append(p.keys, h.Key)
+	}
+	if p.linger != nil {
+		p.linger.Stop()
+		p.linger = nil
+	}
+	return a
+}
+
+// usedBy reports whether the session is attached to the process, or attaching.
+func (p *proc) usedBy(session string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.users[session] > 0
+}
+
+// reserve notes that the session attaches to the process; detach releases it.
+func (p *proc) reserve(session string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.users[session]++
+}
+
+// abandon releases a reservation whose attachment never came (the session went): a process
+// no session uses then lingers.
+func (p *proc) abandon(session string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.users[session]--; p.users[session] <= 0 {
+		delete(p.users, session)
+	}
+	if len(p.atts) == 0 && len(p.users) == 0 && p.linger == nil && !p.exited {
+		p.linger = time.AfterFunc(p.d.linger, p.lingered)
+	}
+}
+
+// ending reports whether the process is over.
+func (p *proc) ending() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exited
+}
+
+// modern reports whether the process speaks the modern era (its requests carry their client).
+func (p *proc) modern() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eraKnown && p.eraSeen == era.Modern
+}
+
+// readAttachment takes what a session sends the server until it detaches.
+func (p *proc) readAttachment(a *attachment) {
+	for {
+		msg, err := a.conn.Read()
+		var bad *stdio.BadLineError
+		if errors.As(err, &bad) {
+			var c control
+			if json.Unmarshal(bad.Line, &c) == nil && c.Control == "kill" {
+				p.d.log.Info("a session found the server hung: stopping it for every session", "server", a.key, "pid", p.child.PID())
+				go p.child.Stop(2 * time.Second)
+			}
+			continue
+		}
+		if err != nil {
+			p.detach(a, true)
+			return
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			p.clientAnswer(a, m)
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				p.request(a, m)
+			} else {
+				p.clientNotification(a, m)
+			}
+		}
+	}
+}
+
+// request takes a session's request for the server.
+func (p *proc) request(a *attachment, m *jsonrpc.Request) {
+	id := encodeID(m.ID)
+	p.mu.Lock()
+	switch m.Method {
+	case "initialize":
+		switch {
+		case p.init != nil:
+			rec := *p.init
+			p.mu.Unlock()
+			a.conn.Send(nil, stdio.Response(id, rec.result, rec.errObj)...)
+			return
+		case p.hasRecording():
+			p.initWait = append(p.initWait, &waiting{a, id})
+			p.mu.Unlock()
+			return
+		}
+		p.relay(a, m, id, true)
+		return
+	case "server/discover":
+		if p.eraKnown && p.eraSeen == era.Legacy {
+			p.mu.Unlock()
+			a.conn.Send(nil, stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeMethodNotFound), nil, "Method not found"))...)
+			return
+		}
+	case "logging/setLevel":
+		p.levels[a] = era.LogRank(stringParam(m.Params, "level"))
+		if p.setLevel() {
+			p.relay(a, m, id, false)
+			return
+		}
+		p.mu.Unlock()
+		a.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
+		return
+	case "subscriptions/listen":
+		if p.eraKnown && p.eraSeen == era.Modern {
+			p.listen(a, m, id)
+			return
+		}
+	case "resources/subscribe", "resources/unsubscribe":
+		uri := stringParam(m.Params, "uri")
+		first := p.subscribe(a, uri, m.Method == "resources/subscribe")
+		if first {
+			p.relay(a, m, id, false)
+			return
+		}
+		p.mu.Unlock()
+		a.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
+		return
+	}
+	if p.waits(a, m) {
+		p.queue = append(p.queue, &queued{a: a, m: m, id: id})
+		p.mu.Unlock()
+		return
+	}
+	p.relay(a, m, id, false)
+}
+
+// hasRecording reports whether the first initialize is at the server. Callers hold p.mu.
+func (p *proc) hasRecording() bool {
+	for _, c := range p.calls {
+		if c.record {
+			return true
+		}
+	}
+	return false
+}
+
+// relay sends a session's request to the server under an ID of the shared process's, with a
+// progress token of its own; it unlocks p.mu.
+func (p *proc) relay(a *attachment, m *jsonrpc.Request, id json.RawMessage, record bool) {
+	p.seq++
+	did := "s-" + strconv.FormatUint(p.seq, 10)
+	c := &relayed{a: a, id: id, method: m.Method, record: record, seq: p.seq}
+	params := m.Params
+	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
+		if ts, te, ok := rawjson.Member(params[ms:me], "progressToken"); ok {
+			tok := []byte(strconv.Quote("s-p-" + strconv.FormatUint(p.seq, 10)))
+			c.token = string(tok)
+			p.tokens[c.token] = tokenOwner{a: a, token: bytes.Clone(params[ms+ts : ms+te])}
+			params = rawjson.Replace(params, ms+ts, ms+te, tok)
+		}
+	}
+	p.calls[did] = c
+	p.byOrigin[originKey{a, string(id)}] = did
+	p.began(c, params)
+	p.mu.Unlock()
+	p.conn.Send(nil, requestLine(did, m.Method, params)...)
+}
+
+// clientNotification takes a session's notification for the server.
+func (p *proc) clientNotification(a *attachment, m *jsonrpc.Request) {
+	switch m.Method {
+	case "notifications/initialized":
+		p.mu.Lock()
+		first := !p.inited
+		p.inited = true
+		p.mu.Unlock()
+		if !first {
+			return
+		}
+	case "notifications/cancelled":
+		id, reason, ok := stdio.ParseCancel(m.Params)
+		if !ok {
+			return
+		}
+		// The request is forgotten: its session expects no answer ("The receiver ... SHOULD
+		// NOT send a response for the cancelled request"), and one that comes is dropped. A
+		// request still waiting for its turn is never sent.
+		p.mu.Lock()
+		key := string(encodeID(id))
+		if p.unlisten(a, key) {
+			p.mu.Unlock()
+			return
+		}
+		did, found := p.byOrigin[originKey{a, key}]
+		if found {
+			p.forget(did, p.calls[did])
+		} else {
+			p.unqueue(a, key)
+		}
+		next := p.next()
+		p.mu.Unlock()
+		if found {
+			p.conn.Send(nil, cancelLine(did, reason)...)
+		}
+		p.sendAll(next)
+		return
+	}
+	p.conn.Send(nil, notificationLine(m.Method, m.Params)...)
+}
+
+// clientAnswer passes a session's answer to a request of the server's.
+func (p *proc) clientAnswer(a *attachment, m *jsonrpc.Response) {
+	key := string(encodeID(m.ID))
+	p.mu.Lock()
+	if p.asked[key] != a {
+		p.mu.Unlock()
+		return // not asked of this session
+	}
+	delete(p.asked, key)
+	p.mu.Unlock()
+	p.conn.Send(nil, stdio.Response(json.RawMessage(key), m.Result, encodeError(m.Error))...)
+}
+
+// readChild takes what the server writes, until its output ends.
+func (p *proc) readChild() {
+	for {
+		msg, err := p.conn.Read()
+		var bad *stdio.BadLineError
+		if errors.As(err, &bad) {
+			continue // the sessions' aggregators would drop it too; it never reaches them
+		}
+		if err != nil {
+			break
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			p.answer(m)
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				p.serverRequest(m)
+			} else {
+				p.serverNotification(m)
+			}
+		}
+	}
+	desc := "closed its standard output"
+	select {
+	case <-p.child.Exited():
+		desc = p.child.ExitDescription()
+	case <-time.After(100 * time.Millisecond): // as the aggregator's watch waits
+		go p.child.Stop(2 * time.Second)
+	}
+	p.exit(desc)
+}
+
+// answer passes the server's answer to the session whose request it is.
+func (p *proc) answer(m *jsonrpc.Response) {
+	did, _ := m.ID.Raw().(string)
+	result, errObj := m.Result, encodeError(m.Error)
+	if p.listenEnded(did, result, errObj) {
+		return
+	}
+	p.mu.Lock()
+	c := p.calls[did]
+	if c == nil {
+		p.mu.Unlock()
+		return
+	}
+	p.forget(did, c)
+	var waiters []*waiting
+	if c.record || c.method == "server/discover" {
+		p.decide.Do(func() { close(p.decided) })
+	}
+	switch {
+	case c.record:
+		p.init = &recorded{result, errObj}
+		waiters, p.initWait = p.initWait, nil
+		if errObj == nil && !p.eraKnown {
+			p.eraSeen, p.eraKnown = era.Legacy, true
+		}
+	case c.method == "server/discover" && errObj == nil && !p.eraKnown:
+		if _, why := era.ReadDiscover(result); why == "" {
+			p.eraSeen, p.eraKnown = era.Modern, true
+		}
+	}
+	if errObj == nil && c.method == "tools/call" {
+		if id := taskID(result); id != "" {
+			p.tasks[id] = c.a
+		}
+	}
+	next := p.next()
+	p.mu.Unlock()
+	c.a.conn.Send(nil, stdio.Response(c.id, result, errObj)...)
+	p.sendAll(next)
+	for _, w := range waiters {
+		w.a.conn.Send(nil, stdio.Response(w.id, result, errObj)...)
+	}
+}
+
+// forget takes a session's request out of the maps. Callers hold p.mu.
+func (p *proc) forget(did string, c *relayed) {
+	delete(p.calls, did)
+	p.ended(c)
+	if p.byOrigin[originKey{c.a, string(c.id)}] == did {
+		delete(p.byOrigin, originKey{c.a, string(c.id)})
+	}
+	if c.token != "" {
+		delete(p.tokens, c.token)
+	}
+}
+
+// serverRequest passes a request of the server's to the session whose request it serves; a
+// ping is answered here (hop by hop). Nothing on the wire of the legacy era ties a server's
+// request to the request it serves (the modern era asks inside the answer, which goes back
+// under its request's ID): it goes to the session of the task it names
+// (io.modelcontextprotocol/related-task), else to the session of the request that asks
+// (turns.go), else, asked outside any request, to the first session attached: never to one
+// that does not have it. A request that could be any of several sessions' is answered with an
+// error, never guessed.
+func (p *proc) serverRequest(m *jsonrpc.Request) {
+	id := encodeID(m.ID)
+	if m.Method == "ping" {
+		p.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
+		return
+	}
+	p.mu.Lock()
+	p.questions++
+	to, why := p.route(m.Params)
+	if to != nil {
+		p.asked[string(id)] = to
+	}
+	p.mu.Unlock()
+	if to == nil {
+		p.conn.Send(nil, stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: "+why+"; the request came through mcp-simple-aggregator's shared process"))...)
+		return
+	}
+	to.conn.Send(nil, requestLineRaw(id, m.Method, m.Params)...)
+}
+
+// route picks the session a server's request goes to (serverRequest), or says why none.
+// Callers hold p.mu.
+func (p *proc) route(params json.RawMessage) (*attachment, string) {
+	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
+		if ts, te, ok := rawjson.Member(params[ms:me], metaRelatedTask); ok {
+			task, _ := rawjson.StringMember(params[ms+ts:ms+te], "taskId")
+			if a := p.tasks[task]; a != nil {
+				return a, ""
+			}
+		}
+	}
+	if a, why := p.asker(); a != nil || why != "" {
+		return a, why
+	}
+	if len(p.atts) > 0 {
+		return p.atts[0], ""
+	}
+	return nil, "no session uses the server"
+}
+
+// metaRelatedTask is the _meta key of a message about a task (2025-11-25: "Metadata for
+// associating messages with a task").
+const metaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// serverNotification passes a notification of the server's to the sessions it is for.
+func (p *proc) serverNotification(m *jsonrpc.Request) {
+	params := m.Params
+	p.mu.Lock()
+	var to []*attachment
+	switch {
+	case m.Method == "notifications/progress":
+		if ts, te, ok := rawjson.Member(params, "progressToken"); ok {
+			if o, ok := p.tokens[string(params[ts:te])]; ok {
+				params = rawjson.Replace(params, ts, te, o.token)
+				to = []*attachment{o.a}
+			}
+		}
+	case m.Method == "notifications/cancelled":
+		if id, _, ok := stdio.ParseCancel(params); ok {
+			if a := p.asked[string(encodeID(id))]; a != nil {
+				delete(p.asked, string(encodeID(id)))
+				to = []*attachment{a}
+			}
+		}
+	case hasTag(params):
+		// A modern server's listen: the shared process's own (listen.go).
+		rawID, rest, _ := era.Untag(params)
+		did, _ := rawjson.Decode(rawID)
+		p.mu.Unlock()
+		p.listenNotification(did, m.Method, rest)
+		return
+	case m.Method == "notifications/resources/updated":
+		uri := stringParam(params, "uri")
+		to = slices.Clone(p.subs[uri])
+	case m.Method == "notifications/message":
+		rank := era.LogRank(stringParam(params, "level"))
+		for _, a := range p.atts {
+			if level := p.levels[a]; level == 0 || rank >= level {
+				to = append(to, a)
+			}
+		}
+	case m.Method == "notifications/tasks/status":
+		if a := p.tasks[stringParam(params, "taskId")]; a != nil {
+			to = []*attachment{a}
+		}
+	default: // list changes, and what else it announces: every session has the server
+		to = slices.Clone(p.atts)
+	}
+	p.mu.Unlock()
+	for _, a := range to {
+		a.conn.Send(nil, notificationLine(m.Method, params)...)
+	}
+}
+
+// setLevel sets the server to the most verbose level a session asked for; it reports whether
+// that changed it. Callers hold p.mu.
+func (p *proc) setLevel() bool {
+	lowest := 0
+	for _, l := range p.levels {
+		if l > 0 && (lowest == 0 || l < lowest) {
+			lowest = l
+		}
+	}
+	if lowest == p.level {
+		return false
+	}
+	p.level = lowest
+	return true
+}
+
+// subscribe notes a session's (un)subscription of uri; it reports whether the server is to be
+// asked (the first subscription, the last unsubscription). Callers hold p.mu.
+func (p *proc) subscribe(a *attachment, uri string, on bool) bool {
+	cur := p.subs[uri]
+	had := slices.Contains(cur, a)
+	switch {
+	case on && !had:
+		p.subs[uri] = append(cur, a)
+		return len(cur) == 0
+	case !on && had:
+		p.subs[uri] = slices.DeleteFunc(cur, func(x *attachment) bool { return x == a })
+		if len(p.subs[uri]) == 0 {
+			delete(p.subs, uri)
+			return true
+		}
+	}
+	return false
+}
+
+// detach ends a session's use of the process: its requests are cancelled at the server, the
+// server's requests to it answered with an error, its subscriptions and level released; the
+// process is kept for the linger when no session is left.
+func (p *proc) detach(a *attachment, closeConn bool) {
+	p.mu.Lock()
+	i := slices.Index(p.atts, a)
+	if i < 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.atts = slices.Delete(p.atts, i, i+1)
+	if p.users[a.session]--; p.users[a.session] <= 0 {
+		delete(p.users, a.session)
+	}
+	var cancels, unsubs []string
+	var asked []string
+	for did, c := range p.calls {
+		if c.a == a && !c.record {
+			cancels = append(cancels, did)
+			p.forget(did, c)
+		}
+	}
+	for id, to := range p.asked {
+		if to == a {
+			asked = append(asked, id)
+			delete(p.asked, id)
+		}
+	}
+	p.queue = slices.DeleteFunc(p.queue, func(q *queued) bool { return q.a == a })
+	p.dropListens(a)
+	next := p.next()
+	for uri := range p.subs {
+		if p.subscribe(a, uri, false) {
+			unsubs = append(unsubs, uri)
+		}
+	}
+	delete(p.levels, a)
+	levelChanged := p.setLevel()
+	level := p.level
+	for id, owner := range p.tasks {
+		if owner == a {
+			delete(p.tasks, id)
+		}
+	}
+	empty := len(p.atts) == 0 && !p.exited
+	if empty {
+		p.linger = time.AfterFunc(p.d.linger, p.lingered)
+	}
+	p.mu.Unlock()
+	if closeConn {
+		a.raw.Close()
+	}
+	for _, did := range cancels {
+		p.conn.Send(nil, cancelLine(did, "the session that asked ended")...)
+	}
+	p.sendAll(next)
+	for _, id := range asked {
+		p.conn.Send(nil, stdio.Response(json.RawMessage(id), nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: the session that was asked ended; the request came through mcp-simple-aggregator's shared process"))...)
+	}
+	for _, uri := range unsubs {
+		p.ownRequest("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
+	}
+	if levelChanged && level > 0 {
+		p.ownRequest("logging/setLevel", rawjson.Marshal(map[string]string{"level": levelNames[level]}))
+	}
+	if empty {
+		p.d.log.Info("no session uses the server: it is kept for the linger", "pid", p.child.PID(), "linger", p.d.linger)
+	}
+}
+
+// ownRequest sends a request of the shared process's own, whose answer nobody waits for.
+func (p *proc) ownRequest(method string, params json.RawMessage) {
+	p.mu.Lock()
+	p.seq++
+	did := "s-own-" + strconv.FormatUint(p.seq, 10)
+	p.mu.Unlock()
+	p.conn.Send(nil, requestLine(did, method, params)...)
+}
+
+// lingered stops the process when no session came back within the linger.
+func (p *proc) lingered() {
+	p.mu.Lock()
+	idle := len(p.atts) == 0 && p.linger != nil
+	p.mu.Unlock()
+	if idle {
+		p.d.log.Info("stopping a server no session used for the linger", "pid", p.child.PID())
+		p.child.Stop(2 * time.Second)
+	}
+}
+
+// exit tells every session that the process ended (after all it wrote), and takes it out of
+// the pool.
+func (p *proc) exit(desc string) {
+	p.mu.Lock()
+	p.exited, p.exitDesc = true, desc
+	p.decide.Do(func() { close(p.decided) })
+	atts := p.atts
+	p.atts = nil
+	if p.linger != nil {
+		p.linger.Stop()
+	}
+	p.mu.Unlock()
+	line, _ := json.Marshal(control{Control: "exit", Description: desc})
+	for _, a := range atts {
+		go func() { // after what is queued for it, and without waiting for a session that does not read
+			_ = a.raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			_ = a.conn.WriteParts(line, []byte("\n"))
+			a.raw.Close()
+		}()
+	}
+	p.conn.Close()
+	p.d.gone(p)
+}
+
+// stderr passes a stderr line of the server's to every session attached.
+func (p *proc) stderr(line string) {
+	data, _ := json.Marshal(control{Control: "stderr", Line: line})
+	p.mu.Lock()
+	atts := slices.Clone(p.atts)
+	p.mu.Unlock()
+	for _, a := range atts {
+		a.conn.Send(nil, data, []byte("\n"))
+	}
+}
+
+// status says what the process is.
+func (p *proc) status() ServerStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := ServerStatus{Keys: slices.Clone(p.keys), Command: p.command, PID: p.child.PID(), Sessions: len(p.atts), Lingering: p.linger != nil}
+	if p.eraKnown {
+		st.Era = p.eraSeen.String()
+	}
+	return st
+}
+
+var levelNames = map[int]string{1: "debug", 2: "info", 3: "notice", 4: "warning", 5: "error", 6: "critical", 7: "alert", 8: "emergency"}
+
+// hasTag reports whether a notification's params carry a listen's tag.
+func hasTag(params json.RawMessage) bool {
+	ms, me, ok := rawjson.Member(params, "_meta")
+	return ok && rawjson.Has(params[ms:me], era.MetaSubscriptionID)
+}
+
+// taskID is the ID of the task a tools/call result created; "" for none.
+func taskID(result json.RawMessage) string {
+	if ts, te, ok := rawjson.Member(result, "task"); ok { // 2025-11-25: CreateTaskResult.task
+		id, _ := rawjson.StringMember(result[ts:te], "taskId")
+		return id
+	}
+	if era.ResultType(result) == "task" { // the tasks extension: flat
+		id, _ := rawjson.StringMember(result, "taskId")
+		return id
+	}
+	return ""
+}
+
+func stringParam(params json.RawMessage, key string) string {
+	v, _ := rawjson.StringMember(params, key)
+	return v
+}
+
+func encodeID(id jsonrpc.ID) json.RawMessage {
+	b, err := stdio.EncodeID(id)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func encodeError(e error) json.RawMessage {
+	if e == nil {
+		return nil
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error")
+	}
+	return b
+}
+
+// requestLine is a request under the shared process's ID did.
+func requestLine(did, method string, params json.RawMessage) [][]byte {
+	return requestLineRaw(json.RawMessage(strconv.Quote(did)), method, params)
+}
+
+// requestLineRaw is a request under the ID id (encoded).
+func requestLineRaw(id json.RawMessage, method string, params json.RawMessage) [][]byte {
+	head := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%s`, id, rawjson.Marshal(method))
+	if len(params) == 0 {
+		return [][]byte{[]byte(head + "}\n")}
+	}
+	return [][]byte{[]byte(head + `,"params":`), params, []byte("}\n")}
+}
+
+func notificationLine(method string, params json.RawMessage) [][]byte {
+	head := `{"jsonrpc":"2.0","method":` + string(rawjson.Marshal(method))
+	if len(params) == 0 {
+		return [][]byte{[]byte(head + "}\n")}
+	}
+	return [][]byte{[]byte(head + `,"params":`), params, []byte("}\n")}
+}
+
+func cancelLine(did, reason string) [][]byte {
+	return notificationLine("notifications/cancelled", rawjson.Marshal(map[string]string{"requestId": did, "reason": reason}))
+}

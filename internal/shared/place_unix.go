@@ -1,0 +1,110 @@
+//go:build unix
+
+package shared
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Supported reports whether sessions can share a process here.
+const Supported = true
+
+// place is where the shared process of one build and user lives: a directory of the user's
+// alone, with its socket, the lock its starts take, and its log.
+type place struct {
+	dir, socket, lock, log string
+}
+
+// locate is the place of the build: $XDG_RUNTIME_DIR/mcp-simple-aggregator (a per-user
+// directory the system cleans), else a directory of the user's in the temporary directory.
+func locate(build string) (place, error) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcp-simple-aggregator-%d", os.Getuid()))
+	if base := os.Getenv("XDG_RUNTIME_DIR"); base != "" {
+		dir = filepath.Join(base, "mcp-simple-aggregator")
+	}
+	if err := private(dir); err != nil {
+		return place{}, err
+	}
+	name := filepath.Join(dir, "shared-"+build)
+	p := place{dir: dir, socket: name + ".sock", lock: name + ".lock", log: name + ".log"}
+	if len(p.socket) > 100 {
+		return place{}, fmt.Errorf("the socket path %s is too long for a Unix socket; set XDG_RUNTIME_DIR or TMPDIR to a shorter directory", p.socket)
+	}
+	return p, nil
+}
+
+// private makes dir, or checks it: a directory, not a link, the user's, and no one else's
+// (mode 0700, restored when looser). Anything else is refused: another user could read the
+// socket's traffic, or put a socket of theirs in its place.
+func private(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("the shared process's directory %s: %w", dir, err)
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("the shared process's directory %s: %w", dir, err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	switch {
+	case info.Mode()&fs.ModeSymlink != 0 || !info.IsDir():
+		return fmt.Errorf("the shared process's directory %s is not a directory (a link, or a file): remove it", dir)
+	case !ok || int(st.Uid) != os.Getuid():
+		return fmt.Errorf("the shared process's directory %s belongs to another user: it is not used", dir)
+	case info.Mode().Perm() != 0o700:
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("the shared process's directory %s is open to other users (mode %v) and cannot be made private: %w", dir, info.Mode().Perm(), err)
+		}
+	}
+	return nil
+}
+
+// build identifies the program's build: sessions of other builds (an upgrade, another copy)
+// use another shared process, which speaks as they do.
+func build(exe, version string) string {
+	h := sha256.New()
+	fmt.Fprintln(h, version, exe)
+	if info, err := os.Stat(exe); err == nil {
+		fmt.Fprintln(h, info.Size(), info.ModTime().UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// sameUser reports whether the peer of the Unix connection c runs as this user, and refuses
+// it otherwise.
+func sameUser(c net.Conn) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return errors.New("not a Unix connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var uid int
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { uid, cerr = peerUID(int(fd)) }); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("the peer's credentials: %w", cerr)
+	}
+	if uid != os.Getuid() {
+		return fmt.Errorf("a connection of user %d, not %d: refused", uid, os.Getuid())
+	}
+	return nil
+}
+
+// detached makes the shared process a session and process group of its own: it outlives the
+// session that started it, and a signal to that session's group does not reach it.
+func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
+
+// lockFile takes the lock of f (flock): one session starts the shared process at a time.
+func lockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }

@@ -1,0 +1,432 @@
+package shared
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+)
+
+// The session's side: a Starter whose servers are attachments to processes the shared process
+// runs, which it starts when none runs.
+
+// Options configure a session.
+type Options struct {
+	// Executable is the program, which the shared process is started as; Version its version
+	// (with the executable, it picks the shared process of this build).
+	Executable, Version string
+	// Config is the session's configuration file, for check.
+	Config string
+	// Linger is how long a shared process keeps a server no session uses (DefaultLinger when
+	// 0); the session that starts the shared process sets it.
+	Linger time.Duration
+}
+
+// Session is one session's link to the shared process of its build.
+type Session struct {
+	opts  Options
+	place place
+	id    string
+
+	mu   sync.Mutex
+	conn net.Conn // the session's own connection; nil before the first server, or after the shared process ended
+}
+
+// Join prepares a session to share the servers of the shared process of this build: the place
+// is checked; the shared process is found, or started, with the first server.
+func Join(opts Options) (*Session, error) {
+	if opts.Linger <= 0 {
+		opts.Linger = DefaultLinger
+	}
+	p, err := locate(build(opts.Executable, opts.Version))
+	if err != nil {
+		return nil, err
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return &Session{opts: opts, place: p, id: hex.EncodeToString(id[:])}, nil
+}
+
+// Socket is the shared process's socket.
+func (s *Session) Socket() string { return s.place.socket }
+
+// Start attaches to the process of spec for a server of this session, which the shared process
+// starts when none runs that this session may share: one whose entry is the same (command,
+// arguments, the env the entry adds, the directory) and, for a legacy server, which was
+// initialized with client. It is an aggregator.Starter.
+func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer) (*Attachment, error) {
+	if sp.Dir == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("the working directory: %w", err)
+		}
+		sp.Dir = dir // the session's own: the shared process runs elsewhere
+	}
+	h := hello{Protocol: protocol, Kind: kindAttach, Session: s.id, Key: sp.Key,
+		Spec:     &spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir},
+		Identity: identity(sp), Client: client, Linger: s.opts.Linger}
+	var conn net.Conn
+	var r *bufio.Reader
+	var rep reply
+	// A shared process that was exiting as this session connected (its last session and server
+	// had just gone) closes the connection unanswered: the next try starts another.
+	for try := 0; ; try++ {
+		var err error
+		conn, r, rep, err = s.attach(h)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errUnanswered) || try == 2 {
+			return nil, err
+		}
+		time.Sleep(20 * time.Millisecond) // for the session's own connection to see the end too
+	}
+	a := &Attachment{conn: conn, pid: rep.PID, login: rep.LoginShellPath, exited: make(chan struct{}), stderr: stderr, prefix: "[" + sp.Key + "] "}
+	a.out = &controlReader{r: r, conn: conn, on: a.control, eof: a.ended}
+	return a, nil
+}
+
+// errUnanswered is a shared process that closed a connection without a reply.
+var errUnanswered = errors.New("closed the connection unanswered")
+
+// attach sends an attachment's hello, and reads the reply.
+func (s *Session) attach(h hello) (net.Conn, *bufio.Reader, reply, error) {
+	var rep reply
+	if err := s.ensureSession(); err != nil {
+		return nil, nil, rep, err
+	}
+	conn, r, err := s.dial(h)
+	if err != nil {
+		return nil, nil, rep, err
+	}
+	line, err := r.ReadBytes('\n')
+	if err == io.EOF && len(line) == 0 {
+		err = errUnanswered
+	}
+	if err == nil {
+		err = json.Unmarshal(line, &rep)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, rep, fmt.Errorf("the shared process %s did not answer: %w", s.place.socket, err)
+	}
+	if rep.Error != "" {
+		conn.Close()
+		return nil, nil, rep, errors.New(rep.Error)
+	}
+	return conn, r, rep, nil
+}
+
+// identity is what decides whether a process can be shared: the command, its arguments, the
+// environment the entry sets (what differs from the session's own, whose variables sessions
+// never have all alike), and the directory.
+func identity(sp child.Spec) string {
+	own := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		own[k] = v
+	}
+	var added []string
+	for _, kv := range sp.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if cur, ok := own[k]; (!ok || cur != v) && k != "MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN" {
+			added = append(added, kv)
+		}
+	}
+	slices.Sort(added)
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode([]any{sp.Command, sp.Args, added, sp.Dir})
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// ensureSession makes sure the session has its own connection to the shared process (which
+// it starts when none runs): the shared process counts it as a session while it is open.
+func (s *Session) ensureSession() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		return nil
+	}
+	conn, _, err := s.dial(hello{Protocol: protocol, Kind: kindSession, Session: s.id, PID: os.Getpid(), Config: s.opts.Config})
+	if err != nil {
+		return err
+	}
+	s.conn = conn
+	go func() { // its end is the shared process's: the next server reconnects
+		_, _ = io.Copy(io.Discard, conn)
+		s.mu.Lock()
+		if s.conn == conn {
+			s.conn = nil
+		}
+		s.mu.Unlock()
+		conn.Close()
+	}()
+	return nil
+}
+
+// Close ends the session's connection (its attachments end with its servers).
+func (s *Session) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
+}
+
+// dial connects to the shared process, starting it when none answers, and sends h.
+func (s *Session) dial(h hello) (net.Conn, *bufio.Reader, error) {
+	conn, err := s.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	line, _ := json.Marshal(h)
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("the shared process %s: %w", s.place.socket, err)
+	}
+	return conn, bufio.NewReaderSize(conn, 64<<10), nil
+}
+
+// connect connects to the shared process of this build, and starts it when none runs: one
+// session at a time (the place's lock), so that two sessions starting together start one.
+func (s *Session) connect() (net.Conn, error) {
+	if err := private(s.place.dir); err != nil { // again: it is checked on every use
+		return nil, err
+	}
+	if conn, err := s.connectTo(); err == nil {
+		return conn, nil
+	}
+	lock, err := os.OpenFile(s.place.lock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("the shared process's lock %s: %w", s.place.lock, err)
+	}
+	defer lock.Close() // and its lock with it
+	if err := lockFile(lock); err != nil {
+		return nil, fmt.Errorf("the shared process's lock %s: %w", s.place.lock, err)
+	}
+	if conn, err := s.connectTo(); err == nil {
+		return conn, nil // another session started it meanwhile
+	}
+	if err := s.startShared(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := s.connectTo()
+		if err == nil {
+			return conn, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the shared process did not open its socket %s within 10s (its log: %s): %v", s.place.socket, s.place.log, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// connectTo connects to the socket, and checks that the shared process is this user's.
+func (s *Session) connectTo() (net.Conn, error) {
+	conn, err := net.DialTimeout("unix", s.place.socket, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameUser(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("the shared process at %s: %w", s.place.socket, err)
+	}
+	return conn, nil
+}
+
+// DaemonArg, as the first argument, makes the program run as the shared process (RunDaemon).
+const DaemonArg = "__shared"
+
+// startShared starts the shared process: the program run with DaemonArg, detached from the
+// session (a session and process group of its own), its output in the place's log.
+func (s *Session) startShared() error {
+	log, err := os.OpenFile(s.place.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("the shared process's log %s: %w", s.place.log, err)
+	}
+	defer log.Close()
+	cmd := exec.Command(s.opts.Executable, DaemonArg, s.place.socket, s.opts.Linger.String())
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = "/"
+	cmd.SysProcAttr = detached()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the shared process: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // reaped when it ends before this session
+	return nil
+}
+
+// Status asks the shared process of this build what it runs; ok is false when none runs.
+func (s *Session) Status() (st Status, ok bool, err error) {
+	conn, err := s.connectTo()
+	if err != nil {
+		return st, false, nil
+	}
+	defer conn.Close()
+	line, _ := json.Marshal(hello{Protocol: protocol, Kind: kindStatus})
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return st, false, err
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	data, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return st, false, err
+	}
+	return st, true, json.Unmarshal(data, &st)
+}
+
+// Attachment is a server of the session: its process is the shared process's. It is an
+// aggregator.Process.
+type Attachment struct {
+	conn   net.Conn
+	out    *controlReader
+	pid    int
+	login  string
+	stderr io.Writer
+	prefix string
+
+	mu     sync.Mutex
+	desc   string
+	tail   []string
+	exited chan struct{}
+	once   sync.Once
+}
+
+// PID is the process's ID (in the shared process's namespace, as /proc shows it).
+func (a *Attachment) PID() int { return a.pid }
+
+// Pipes are the server's messages, both ways.
+func (a *Attachment) Pipes() (io.ReadCloser, io.WriteCloser) { return a.out, a.conn }
+
+// Exited is closed once the process has exited, or the shared process ended.
+func (a *Attachment) Exited() <-chan struct{} { return a.exited }
+
+// ExitDescription says how it ended.
+func (a *Attachment) ExitDescription() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.desc
+}
+
+// Tail is its last stderr lines.
+func (a *Attachment) Tail() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.tail)
+}
+
+// LoginShellPath is the login shell's PATH when its command was found there.
+func (a *Attachment) LoginShellPath() string { return a.login }
+
+// Stop ends the session's use of the process: the shared process keeps it for its other
+// sessions, or for the linger.
+func (a *Attachment) Stop(time.Duration) {
+	a.conn.Close()
+	a.ended()
+}
+
+// Kill asks the shared process to stop the process for every session (its health probes
+// failed: it is hung for all), and ends the session's use of it.
+func (a *Attachment) Kill() {
+	line, _ := json.Marshal(control{Control: "kill"})
+	_, _ = a.conn.Write(append(line, '\n'))
+	a.Stop(0)
+}
+
+// control takes a control line of the shared process's.
+func (a *Attachment) control(c control) {
+	switch c.Control {
+	case "stderr":
+		a.mu.Lock()
+		a.tail = append(a.tail, c.Line)
+		if len(a.tail) > child.TailLines {
+			a.tail = a.tail[1:]
+		}
+		a.mu.Unlock()
+		_, _ = io.WriteString(a.stderr, a.prefix+c.Line+"\n")
+	case "exit":
+		a.exit(c.Description)
+	}
+}
+
+// ended notes the end of the attachment without an exit of the process's: the shared process
+// ended, or the session stopped using it.
+func (a *Attachment) ended() { a.exit("ended with the shared process that ran it") }
+
+func (a *Attachment) exit(desc string) {
+	a.once.Do(func() {
+		a.mu.Lock()
+		a.desc = desc
+		a.mu.Unlock()
+		close(a.exited)
+	})
+}
+
+// controlReader is an attachment's reader of the server's messages: it takes the control lines
+// out (on), in place, without a copy or a goroutine of its own.
+type controlReader struct {
+	r       *bufio.Reader
+	conn    net.Conn
+	on      func(control)
+	eof     func()
+	midLine bool // the last byte given was not a newline
+}
+
+func (c *controlReader) Read(p []byte) (int, error) {
+	for {
+		if !c.midLine {
+			// At the start of a line: a control line is taken out whole. Every line is longer
+			// than the prefix (the shortest JSON-RPC message is), so waiting for as many bytes
+			// waits for nothing that is not coming.
+			head, err := c.r.Peek(len(controlPrefix))
+			if err == nil && bytes.Equal(head, []byte(controlPrefix)) {
+				line, err := c.r.ReadBytes('\n')
+				var ctl control
+				if json.Unmarshal(line, &ctl) == nil {
+					c.on(ctl)
+				}
+				if err != nil {
+					c.eof()
+					return 0, err
+				}
+				continue
+			}
+		}
+		if _, err := c.r.Peek(1); err != nil {
+			c.eof()
+			return 0, err
+		}
+		// Up to the next newline only, so that the next line's start is looked at.
+		buf, _ := c.r.Peek(c.r.Buffered())
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[:i+1]
+		}
+		n := copy(p, buf)
+		_, _ = c.r.Discard(n)
+		c.midLine = n > 0 && p[n-1] != '\n'
+		return n, nil
+	}
+}
+
+func (c *controlReader) Close() error {
+	c.eof()
+	return c.conn.Close()
+}

@@ -1,0 +1,119 @@
+// Package shared runs the servers of many sessions in one process (--share): each client still
+// starts the aggregator as its stdio server, and that process (a session) still reads its own
+// configuration, names the tools, keeps its client's era, filters and state; but the servers'
+// processes are run by one shared background process of the program, which the first session
+// starts and every later one of the same user and build connects to, over a Unix socket in a
+// directory of the user's alone. A server process is shared by the sessions whose entries for
+// it are the same (command, arguments, env, working directory) and, for a server of the legacy
+// era, which is initialized once, whose clients would send it the same initialize.
+//
+// The session's side (session.go) is a Starter for the aggregator: each server it starts is an
+// attachment, one socket connection that carries the server's messages both ways, and whose
+// process is the shared one. The shared process's side (daemon.go) keeps the processes by
+// identity and, for each, routes what the sessions send it and what it sends them (mux.go): a
+// session's requests go under IDs and progress tokens of the shared process's own, and their
+// answers and progress back to that session only; a server's request goes to the session whose
+// request it serves (or, asked outside any, to one session that has the server); list changes
+// go to every session, resource updates to the sessions subscribed, log messages to each
+// session at its own level; the handshake is the first session's, answered from what was
+// recorded for the others. A process no session uses is stopped after the linger, and the
+// shared process exits once it has no session and no process.
+//
+// Nothing here trusts the socket's directory or its peer: the directory must be the user's
+// alone (0700; checked on every use), and a connection from another user is refused (the
+// peer's credentials).
+package shared
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// protocol names the wire protocol of this package, in every hello: a session of another build
+// uses another socket, and never speaks to this one.
+const protocol = "mcp-simple-aggregator/shared/1"
+
+// DefaultLinger is how long a shared server no session uses keeps running: a client that
+// restarts its session finds it still there.
+const DefaultLinger = 5 * time.Minute
+
+// Connection kinds: a session's own connection (its life is the session's), one server's
+// attachment, and a status query (check).
+const (
+	kindSession = "session"
+	kindAttach  = "attach"
+	kindStatus  = "status"
+)
+
+// hello is the first line a session writes on a connection to the shared process.
+type hello struct {
+	Protocol string `json:"hello"`
+	Kind     string `json:"kind"`
+	Session  string `json:"session,omitempty"`
+
+	// A session's connection: who it is, for check.
+	PID    int    `json:"pid,omitempty"`
+	Config string `json:"config,omitempty"`
+
+	// An attachment: the server key (for messages), what to run, its identity, and the
+	// initialize the session's servers are told.
+	Key      string          `json:"key,omitempty"`
+	Spec     *spec           `json:"spec,omitempty"`
+	Identity string          `json:"identity,omitempty"`
+	Client   json.RawMessage `json:"client,omitempty"`
+	Linger   time.Duration   `json:"linger,omitempty"`
+}
+
+// spec is what to run: a child.Spec, with the session's environment and directory.
+type spec struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	Env     []string `json:"env"`
+	Dir     string   `json:"dir"`
+}
+
+// reply is the shared process's answer to an attachment's hello.
+type reply struct {
+	Error          string `json:"error,omitempty"`
+	PID            int    `json:"pid,omitempty"`
+	Joined         bool   `json:"joined,omitempty"` // the process ran already, for another session
+	LoginShellPath string `json:"loginShellPath,omitempty"`
+}
+
+// control is a line of the shared process's own on an attachment, between the server's
+// messages: one of its stderr lines, or its exit (the last line). Its first member sets it apart
+// from every JSON-RPC message, which the shared process writes itself.
+type control struct {
+	Control     string `json:"mcp-simple-aggregator"` // "stderr" or "exit"
+	Line        string `json:"line,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// controlPrefix starts every control line.
+const controlPrefix = `{"mcp-simple-aggregator":`
+
+// Status is what a shared process says of itself (check).
+type Status struct {
+	PID      int             `json:"pid"`
+	Socket   string          `json:"socket"`
+	Sessions []SessionStatus `json:"sessions"`
+	Servers  []ServerStatus  `json:"servers"`
+}
+
+// SessionStatus is one session of a shared process.
+type SessionStatus struct {
+	PID    int    `json:"pid"`
+	Config string `json:"config"`
+}
+
+// ServerStatus is one server process of a shared process.
+type ServerStatus struct {
+	// Keys are the keys the sessions gave it; Command is what it runs.
+	Keys    []string `json:"keys"`
+	Command string   `json:"command"`
+	PID     int      `json:"pid"`
+	Era     string   `json:"era,omitempty"`
+	// Sessions is how many sessions use it; Lingering says it is kept for the linger.
+	Sessions  int  `json:"sessions"`
+	Lingering bool `json:"lingering,omitempty"`
+}
