@@ -83,6 +83,7 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 	if len(failures) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(failures, "\n"))
 	}
+	hidden, differences := writeTrust(w, rep) // checktrust.go
 	writeInstructions(w, rep)
 	if len(rep.Tools) > 0 {
 		fmt.Fprintln(w)
@@ -111,8 +112,18 @@ func writeReport(w io.Writer, rep *aggregator.Report) {
 		}
 	}
 	fmt.Fprintf(w, "\n%d of %d servers healthy, %d tools", healthy, started, len(rep.Tools))
+	if unpinned := pinnedWithheld(rep); unpinned > 0 {
+		withheld -= unpinned
+		fmt.Fprintf(w, "; %d definitions withheld by the lock (--pinned)", unpinned)
+	}
 	if withheld > 0 {
 		fmt.Fprintf(w, "; %d definitions withheld (clients would reject every list they are in)", withheld)
+	}
+	if differences > 0 {
+		fmt.Fprintf(w, "; %d definitions differ from the lock", differences)
+	}
+	if hidden > 0 {
+		fmt.Fprintf(w, "; %d runs of hidden characters", hidden)
 	}
 	if skipped > 0 {
 		fmt.Fprintf(w, "; %d entries not started (disabled or remote)", skipped)

@@ -14,6 +14,7 @@ import (
 
 const usageText = `Usage: mcp-simple-aggregator --config FILE [flags]
        mcp-simple-aggregator check --config FILE [--json] [--cursor-name NAME] [flags]
+       mcp-simple-aggregator pin --config FILE [--server KEY]... [flags]
        mcp-simple-aggregator cache clear
 
 Starts every MCP server listed in FILE as a child process and serves all of their
@@ -24,7 +25,15 @@ server's key: the tool "search_code" of the server "sourcebot" becomes
 "check" starts every server of FILE as serving does, prints a table of how each
 one started (status, start-up time, protocol, counts of tools, prompts and
 resources) and every tool name, marking the names that clients would reject, then
-stops them all. It exits with 0 when every server is healthy, 1 otherwise.
+stops them all. It exits with 0 when every server is healthy, 1 otherwise. It also
+lists hidden characters in what the servers tell the model, and when there is a
+lock file beside FILE (FILE with .lock.json for .json), each definition that
+differs from it; a difference fails the check too.
+
+"pin" starts the servers as check does and writes what they list now into the
+lock file (every server, or those named with --server), after printing what
+differs from the lock it replaces. Serving with --pinned then withholds every
+definition that differs from the lock.
 
 "cache clear" removes the catalogs --lazy keeps in the user's cache directory:
 every server then starts with its next session once, and is cached again.
@@ -72,21 +81,38 @@ type options struct {
 	restartDelay   time.Duration
 	maxMessageSize int
 	debug          bool
-	noWatch        bool // do not reload when the files of the configuration change
-	toolSearch     bool // list search and call tools instead of every tool
-	lazy           bool // start a server whose catalog is cached on its first request
-	idleStop       time.Duration
+	noWatch        bool          // do not reload when the files of the configuration change
+	toolSearch     bool          // list search and call tools instead of every tool
+	lazy           bool          // start a server whose catalog is cached on its first request
+	idleStop       time.Duration // stop a server with no request for this long
 	share          bool          // run the servers in the shared process of every session
 	linger         time.Duration // how long the shared process keeps a server no session uses
+	pinned         bool          // withhold what differs from the lock file
+	auditLog       string        // the audit log's file; "" for none
+	auditBodies    bool          // the audit log records arguments and results
 	check          bool          // the check command
 	json           bool          // check: print JSON
 	cursorName     string        // check: the aggregator's entry name in Cursor's configuration
+	pin            bool          // the pin command
+	servers        keys          // pin: the servers to pin; none for every one
 }
 
-// parseFlags parses the command line. When done is true the program ends with code: after
-// --help or --version (printed on stdout, as asked for) or after a usage error (on stderr).
-func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts options, code int, done bool) {
-	opts.check = check
+// keys are the values of a flag given once per key (pin --server).
+type keys []string
+
+func (k *keys) String() string { return strings.Join(*k, ",") }
+
+func (k *keys) Set(v string) error {
+	*k = append(*k, v)
+	return nil
+}
+
+// parseFlags parses the command line of command ("" for serving, "check" or "pin"). When
+// done is true the program ends with code: after --help or --version (printed on stdout, as
+// asked for) or after a usage error (on stderr).
+func parseFlags(args []string, command string, stdout, stderr io.Writer) (opts options, code int, done bool) {
+	opts.check, opts.pin = command == "check", command == "pin"
+	check := opts.check
 	fs := flag.NewFlagSet("mcp-simple-aggregator", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&opts.configPath, "config", "", "the configuration `FILE` (required)")
@@ -118,11 +144,20 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		"run the servers in one background process shared by every session of this user with --share: sessions whose entries for a server are the same use one process of it (not on Windows)")
 	fs.DurationVar(&opts.linger, "linger", shared.DefaultLinger,
 		"--share: how `long` a server no session uses keeps running, for a session that starts again")
+	fs.BoolVar(&opts.pinned, "pinned", false,
+		"withhold every definition that differs from the lock file beside the configuration (written by pin)")
+	fs.StringVar(&opts.auditLog, "audit-log", "",
+		"append a JSON line per call, withheld or changed definition and server start, stop or crash to this `FILE` (created 0600, rotated at 10 MiB, 5 kept)")
+	fs.BoolVar(&opts.auditBodies, "audit-log-bodies", false,
+		"also write the arguments and results of calls into the audit log (they may hold secrets)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if check {
 		fs.BoolVar(&opts.json, "json", false, "check: print the report as JSON")
 		fs.StringVar(&opts.cursorName, "cursor-name", "aggregator",
 			"check: the `NAME` of the aggregator's entry in Cursor's mcp.json, which Cursor counts with every tool name against its 60 characters")
+	}
+	if opts.pin {
+		fs.Var(&opts.servers, "server", "pin: the `KEY` of a server to pin, the others keeping their entries in the lock (repeat it for several); without it, every server")
 	}
 	usage := func(w io.Writer) {
 		var b strings.Builder
@@ -172,6 +207,8 @@ func parseFlags(args []string, check bool, stdout, stderr io.Writer) (opts optio
 		return fail("--idle-stop must not be negative (0 never stops a server)")
 	case opts.linger <= 0:
 		return fail("--linger must be positive, such as 5m")
+	case opts.auditBodies && opts.auditLog == "":
+		return fail("--audit-log-bodies needs --audit-log FILE")
 	}
 	return opts, exitOK, false
 }

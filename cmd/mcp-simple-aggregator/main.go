@@ -56,11 +56,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runCache(args[1:], stdout, stderr)
 	}
 	rawStderr := stderr
-	check := len(args) > 0 && args[0] == "check"
-	if check {
-		args = args[1:]
+	command := ""
+	if len(args) > 0 && (args[0] == "check" || args[0] == "pin") {
+		command, args = args[0], args[1:]
 	}
-	opts, code, done := parseFlags(args, check, stdout, stderr)
+	opts, code, done := parseFlags(args, command, stdout, stderr)
 	if done {
 		return code
 	}
@@ -83,7 +83,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
-	if !opts.check { // check reports it in its own way
+	if !opts.check && !opts.pin { // check and pin report it in their own way
 		if w := nothingToStart(cfg); w != "" {
 			log.Warn(w)
 		}
@@ -115,6 +115,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		CursorEntry:    opts.cursorName,
 		ToolSearch:     opts.toolSearch,
 		IdleStop:       opts.idleStop,
+		Pinned:         opts.pinned,
 	}
 	if opts.lazy {
 		// The cache is never the reason a server is missing: without it, every server starts
@@ -128,12 +129,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if opts.check {
 		return runCheck(ctx, cfg, aggOpts, opts, stdout)
 	}
+	if opts.pin {
+		aggOpts.Pinned = false // pin compares with the lock itself
+		return runPin(ctx, cfg, aggOpts, opts.servers, stdout, log)
+	}
 	if opts.share {
 		// After the configuration was read and checked: its errors are this session's alone.
 		if sess := joinShared(opts, cfg.File, &aggOpts, log); sess != nil {
 			defer sess.Close()
 		}
 	}
+	auditLog := openAuditLog(opts, log) // audit.go
+	defer auditLog.Close()              // last: after the servers' stop events
+	aggOpts.Audit = auditLog
 	// SIGHUP asks for a reload (on Unix), from here on: one during the start-up does not end
 	// the program, it reloads once the servers have started.
 	hup, stopHup := reloadSignal()

@@ -23,10 +23,14 @@
 //	instructions.go  the servers' instructions combined for the client, and as resources
 //	catalog.go     the catalog: names, URIs, collisions
 //	withheld.go    definitions clients would reject: checked (internal/mcpschema), withheld, named
+//	pinned.go      --pinned: the lock in force, what differs from it withheld as withheld.go does
+//	trust.go       what the definitions tell the model (internal/trust): hidden characters warned of
+//	audit.go       --audit-log: calls, definitions and server events recorded (internal/audit)
 //	toolsearch.go  --tool-search: the search and call tools, the index of each catalog
 //	envelope.go    every JSON-RPC message and error the aggregator writes itself (the lines
 //	               are framed by internal/stdio: Response, ParseCancel)
 //	check.go       the check command
+//	checktrust.go  check's hidden characters and differences from the lock
 //	limits.go      the clients' limits: how many tools, which names (Cursor)
 //
 // The two protocol eras (legacy: initialize, up to 2025-11-25; modern: 2026-07-28). What is
@@ -70,6 +74,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/audit"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
@@ -128,6 +133,12 @@ type Options struct {
 	// sessions whose clients would send it the same one).
 	Start           Starter
 	StartWithClient bool
+	// Pinned withholds each definition that differs from the lock file beside the
+	// configuration (pinned.go); Start fails when the lock cannot be read.
+	Pinned bool
+	// Audit receives a line per call, withheld or changed definition and server event
+	// (audit.go); nil keeps no audit log. The caller closes it after Close.
+	Audit *audit.Log
 }
 
 // Aggregator serves what a set of servers offer to one client.
@@ -181,6 +192,9 @@ type Aggregator struct {
 	instructions string
 	discover     json.RawMessage
 	stateKey     [32]byte // the HMAC key of the requestStates the aggregator mints (suspend.go)
+
+	pins  *pins      // the lock in force with --pinned (pinned.go); nil without
+	audit *audit.Log // the audit log (audit.go); nil when none is kept, and then it does nothing
 
 	closeOnce sync.Once
 }
@@ -317,6 +331,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	for _, res := range results {
 		if res.err != nil {
 			failed = append(failed, res)
+			a.auditFailed(res.cfg.Key, res.err)
 		}
 	}
 	if len(cfg.Servers) > 0 && listed == 0 && len(failed) == len(results) {
@@ -333,9 +348,9 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	cat := a.catalog.Load()
 	a.tasksCaps = unionTasks(cat.servers)
 	a.caps = unionCapabilities(cat.servers, a.tasksCaps)
-	instructions = combineInstructions(cat.servers, a.opts.Separator, instructionLimit(cs.name))
+	instructions = combineInstructions(cat.withInstructions(), a.opts.Separator, instructionLimit(cs.name))
 	if a.opts.ToolSearch {
-		instructions = searchInstructions(cat, cat.servers, a.opts.Separator, instructionLimit(cs.name))
+		instructions = searchInstructions(cat, cat.withInstructions(), a.opts.Separator, instructionLimit(cs.name))
 	}
 	a.instructions = instructions
 	// Published before reloadMu is released: a reload waiting for it sees the session.
@@ -417,10 +432,13 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 		opts.RestartDelay = 500 * time.Millisecond
 	}
 	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), stateKey: newStateKey()}
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), stateKey: newStateKey(), audit: opts.Audit}
 	a.roster = roster{cfg: cfg, slots: map[string]*slot{}}
 	a.closingCtx, a.cancelClosing = context.WithCancel(context.Background())
 	if err := a.checkLoop(); err != nil {
+		return nil, err
+	}
+	if err := a.readPins(cfg.File); err != nil {
 		return nil, err
 	}
 	// Created before any watcher can trigger it; it sends only once the client has said it
@@ -552,6 +570,9 @@ func (a *Aggregator) Close() {
 			a.release(sl)
 			if sl.proc != nil {
 				procs = append(procs, sl.proc)
+			}
+			if sl.state == serving {
+				a.auditStopped(sl.proc, "mcp-simple-aggregator is shutting down")
 			}
 		}
 		r.mu.Unlock()

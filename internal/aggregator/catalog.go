@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/trust"
 )
 
 // kind is one of the lists a server offers.
@@ -70,12 +71,17 @@ type catalog struct {
 	// lists no more, with its key: a call for one says so (publish keeps them).
 	gone [numKinds]map[string]string
 
-	// withheld are the definitions that break the schema of the era (withheld.go), in the
-	// order of the servers and their lists; withheldBy finds them by kind and exposed name
-	// (tools, prompts) or URI (resources, templates).
+	// withheld are the definitions that break the schema of the era, or differ from the lock
+	// with --pinned (withheld.go), in the order of the servers and their lists; withheldBy
+	// finds them by kind and exposed name (tools, prompts) or URI (resources, templates).
 	withheld   []withheldDef
 	withheldBy [numKinds]map[string]withheldDef
-	search     searchState // --tool-search: the index and list, built at first use (toolsearch.go)
+	// silenced are the servers whose instructions --pinned withholds (withInstructions).
+	silenced map[*server]bool
+	// findings are the hidden characters in what the servers tell the model (trust.go), in
+	// the order of the servers.
+	findings []trust.Finding
+	search   searchState // --tool-search: the index and list, built at first use (toolsearch.go)
 }
 
 // entry is one exposed tool or prompt: who owns it and its definition under the exposed name.
@@ -104,8 +110,9 @@ func buildCatalog(servers []*server, sep string) (*catalog, error) {
 // tools, or two prompts, that would get the same exposed name are an error naming both. A
 // resource URI or template that two servers list goes to the server whose key sorts first;
 // the other's entry is left out of the list, with a warning. A definition that breaks the
-// schema of clientEra is withheld (withheld.go): it is left out of the lists, and takes no part in
-// collisions.
+// schema of clientEra, or with --pinned differs from the lock, is withheld (withheld.go): it is
+// left out of the lists, and takes no part in collisions. The hidden characters in what the
+// servers tell the model are noted (trust.go).
 func buildCatalogFor(servers []*server, sep string, clientEra era.Era) (*catalog, error) {
 	c := &catalog{
 		servers:       servers,
@@ -215,11 +222,15 @@ func buildCatalogFor(servers []*server, sep string, clientEra era.Era) (*catalog
 			c.templates = append(c.templates, t)
 			defs[kindTemplates] = append(defs[kindTemplates], def)
 		}
+		if w, withheld := bad[kindInstructions][0]; withheld {
+			c.withhold(w)
+		}
+		c.findings = append(c.findings, s.findings()...)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
 	}
-	own, texts := instructionResources(servers)
+	own, texts := instructionResources(c.withInstructions())
 	defs[kindResources] = append(defs[kindResources], own...)
 	c.instructions = texts
 	for k := range numKinds {

@@ -33,18 +33,20 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	}
 	old := s.lists
 	oldHints := s.hints
+	before := a.beforeChange(s) // for the audit log (audit.go)
 	for _, k := range ks {
 		s.lists[k], s.hints[k] = lists[k], hints[k]
 	}
-	s.verdicts = nil
+	s.verdicts, s.trust = nil, trustState{}
 	if a.catalog.Load() == nil {
 		return // the start-up builds the first catalog with these lists
 	}
 	if err := a.publish(); err != nil {
-		s.lists, s.hints, s.verdicts = old, oldHints, nil
+		s.lists, s.hints, s.verdicts, s.trust = old, oldHints, nil, trustState{}
 		s.log.Error("the new list cannot be served; keeping the previous list", "error", err)
 		return
 	}
+	a.auditChanged(before, s)
 	a.remember(s) // the cache follows what it lists (--lazy)
 }
 

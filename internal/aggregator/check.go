@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/mcpschema"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/trust"
 )
 
 // Report is what Check found out about a configuration.
@@ -35,6 +36,11 @@ type Report struct {
 	Restarts string `json:"restarts"`
 	// ByUse says when servers start and stop (--lazy, --idle-stop).
 	ByUse string `json:"byUse"`
+	// LockFile is the lock file the servers were compared with (checktrust.go); "" when
+	// there is none. LockOnly are the keys it has entries for that the configuration no
+	// longer has.
+	LockFile string   `json:"lockFile,omitempty"`
+	LockOnly []string `json:"lockOnly,omitempty"`
 }
 
 // ServerReport is one entry of the configuration: how its server started, or why it was not.
@@ -70,8 +76,15 @@ type ServerReport struct {
 	// aggregator's PATH and was found there: the server runs with it.
 	LoginShellPath string `json:"loginShellPath,omitempty"`
 	// Withheld are the definitions it lists that break the MCP schema, which are not served
-	// (a server with some is still healthy).
+	// (a server with some is still healthy), and with --pinned those that differ from the lock.
 	Withheld []WithheldReport `json:"withheld,omitempty"`
+	// HiddenCharacters are the hidden characters in what it tells the model (but in the tools
+	// its filters hide); Lock are its definitions that differ from the lock file, member by
+	// member (every one, "unpinned", when the lock has no entry for it). See checktrust.go.
+	HiddenCharacters []trust.Finding    `json:"hiddenCharacters,omitempty"`
+	Lock             []trust.Difference `json:"lock,omitempty"`
+	// Definitions are what its lists tell the model: what pin pins.
+	Definitions *trust.Server `json:"-"`
 	// Cached says what the catalog cache holds for it (with --lazy): the entries written for
 	// its entry, one per client it was started for, and the newest's age.
 	Cached *CachedReport `json:"cached,omitempty"`
@@ -95,8 +108,11 @@ type WithheldReport struct {
 	// template; "" when it has none.
 	Name string `json:"name,omitempty"`
 	// Line is the message that names it on stderr and to the client.
-	Line       string                `json:"message"`
-	Violations []mcpschema.Violation `json:"violations"`
+	Line string `json:"message"`
+	// Violations are the rules of the MCP schema it breaks; Difference is (with --pinned)
+	// how it differs from the lock.
+	Violations []mcpschema.Violation `json:"violations,omitempty"`
+	Difference *trust.Difference     `json:"difference,omitempty"`
 }
 
 // ToolReport is one exposed tool and which clients accept its name.
@@ -114,7 +130,8 @@ type ToolReport struct {
 // Check starts every server of cfg in parallel, exactly as serving does, reports how each one
 // fared, what it offers and what its filters hide, lists the entries that are not started,
 // and stops them all. Unlike Start it does not stop at a failure: every server is reported.
-// The report is OK when there were servers to start and all of them did.
+// The report is OK when there were servers to start and all of them did, and (when there is a
+// lock file) none differs from the lock (checktrust.go).
 func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 	a, err := newAggregator(ctx, cfg, opts)
 	rep := &Report{File: cfg.File}
@@ -139,6 +156,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 	if !rep.OK {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none)", cfg.File))
 	}
+	lock := a.checkLock(rep, cfg) // checktrust.go
 	for _, sc := range cfg.Servers {
 		res := results[sc.Key]
 		r := ServerReport{Key: sc.Key, Command: sc.Command, Status: "ok", OK: true, StartupMS: res.took.Milliseconds()}
@@ -158,10 +176,11 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			for k := range numKinds {
 				for i := range s.lists[k] {
 					if w, ok := withheld[k][i]; ok {
-						r.Withheld = append(r.Withheld, WithheldReport{Kind: kindNames[k], Name: w.name, Line: w.String(), Violations: w.violations})
+						r.Withheld = append(r.Withheld, w.report())
 					}
 				}
 			}
+			checkTrust(rep, &r, s, withheld, lock) // checktrust.go
 			r.Tools = len(names) - r.HiddenTools - len(withheld[kindTools])
 			r.Prompts = len(s.lists[kindPrompts]) - len(withheld[kindPrompts])
 			r.Resources, r.Protocol, r.Era = len(s.lists[kindResources])-len(withheld[kindResources]), s.protocol, s.side().era().String()
@@ -190,8 +209,8 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", cfg.File, err))
 		return rep
 	}
-	rep.Instructions = combineInstructions(servers, a.opts.Separator, 0)
-	rep.InstructionsClaudeCode = combineInstructions(servers, a.opts.Separator, instructionLimits["claude-code"])
+	rep.Instructions = combineInstructions(cat.withInstructions(), a.opts.Separator, 0)
+	rep.InstructionsClaudeCode = combineInstructions(cat.withInstructions(), a.opts.Separator, instructionLimits["claude-code"])
 	rep.Advice = append(rep.Advice, cat.warnings...)
 	if w := nameWarning(cat, a.opts.Separator); w != "" {
 		rep.Advice = append(rep.Advice, w)

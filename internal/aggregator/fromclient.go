@@ -203,6 +203,7 @@ func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
 	if c == nil {
 		return false
 	}
+	a.auditCancelled(c)
 	switch {
 	case c.stage == held:
 		a.log.Debug("the client cancelled a call held for its server: it is not sent", "method", c.method, "server", c.key)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -114,11 +113,7 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 	if errObj == nil && s.side().carry(c, s, result) {
 		return // a legacy client's request to a modern server needs input (fulfil.go)
 	}
-	a.answerCall(c, result, errObj)
-	if a.debug {
-		a.log.Debug(c.method, c.label, c.value, "server", s.key, "duration", time.Since(c.start).Round(time.Microsecond),
-			"args_bytes", c.args, "result_bytes", len(result), "error", string(errObj))
-	}
+	a.answerCall(c, result, errObj) // with --debug or --audit-log, recorded there
 }
 
 // serverBadLine deals with a line of s that is not a JSON-RPC message.

@@ -88,7 +88,9 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 	}
 	if !ok {
 		if w, withheld := cat.withheldAs(k, name); withheld {
-			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: %s", what, name, w.callError()))
+			errObj := rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: %s", what, name, w.callError())
+			a.answerClient(req.ID, nil, errObj)
+			a.auditRefused(req, w, errObj)
 			return
 		}
 		if why, hidden := cat.hidden[name]; hidden && k == kindTools {
@@ -131,7 +133,9 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 		return
 	}
 	if w, withheld := cat.withheldAs(kindResources, uri); withheld && cat.resources[uri] == nil {
-		a.answerClient(req.ID, nil, resourceNotFound(uri, w.callError()))
+		errObj := resourceNotFound(uri, w.callError())
+		a.answerClient(req.ID, nil, errObj)
+		a.auditRefused(req, w, errObj)
 		return
 	}
 	s, why := cat.resourceOwner(uri)
@@ -189,7 +193,9 @@ func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
 		}
 		e, found := cat.prompts[name]
 		if w, withheld := cat.withheldAs(kindPrompts, name); !found && withheld {
-			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown prompt: %s: %s", name, w.callError()))
+			errObj := rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown prompt: %s: %s", name, w.callError())
+			a.answerClient(req.ID, nil, errObj)
+			a.auditRefused(req, w, errObj)
 			return
 		}
 		if !found {
@@ -245,7 +251,7 @@ func (a *Aggregator) routeTask(req *jsonrpc.Request) {
 // of ours; the answer reaches the client under its own ID.
 func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params ...[]byte) {
 	c.fromID, c.method, c.req = req.ID, req.Method, req
-	if a.debug {
+	if a.debug || a.audit != nil { // for the debug log and the audit log (completed)
 		c.start = time.Now()
 		c.args = len(req.Params)
 		if s, e, ok := rawjson.Member(req.Params, "arguments"); ok {

@@ -79,7 +79,7 @@ func (a *Aggregator) fromCache(cfg config.Server, params []byte) *server {
 		}
 		return nil
 	}
-	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, listed: make(chan struct{}), readDone: make(chan struct{}),
+	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, pins: a.pins, listed: make(chan struct{}), readDone: make(chan struct{}),
 		retired: make(chan struct{}), stopped: make(chan struct{}), log: a.log.With("server", cfg.Key),
 		protocol: e.Protocol, name: e.Name, instructions: e.Instructions, tasks: e.Tasks, cachedAt: e.Written}
 	s.gate = gateClosed // not running: a call for it is held, and starts it

@@ -37,8 +37,8 @@ import (
 const drainTime = 5 * time.Second
 
 // Files are the files a reload depends on: the configuration file (as given, not the target of
-// a link: the watcher follows links itself, and sees one re-pointed) and the "envFile" of each
-// server, as absolute paths.
+// a link: the watcher follows links itself, and sees one re-pointed), the "envFile" of each
+// server, and with --pinned the lock file (pinned.go), as absolute paths.
 func (a *Aggregator) Files() []string {
 	a.roster.mu.Lock()
 	cfg := a.roster.cfg
@@ -51,6 +51,11 @@ func (a *Aggregator) Files() []string {
 	for _, sc := range cfg.Servers {
 		if sc.EnvFile != "" && !slices.Contains(files, sc.EnvFile) {
 			files = append(files, sc.EnvFile)
+		}
+	}
+	if a.pins != nil {
+		if lock, err := filepath.Abs(a.pins.path); err == nil {
+			files = append(files, lock)
 		}
 	}
 	return files
@@ -66,6 +71,7 @@ func (a *Aggregator) Reload() {
 	if a.closing.Load() {
 		return
 	}
+	a.reloadPins() // pinned.go
 	a.roster.mu.Lock()
 	file := a.roster.cfg.File
 	a.roster.mu.Unlock()
@@ -277,6 +283,7 @@ func (a *Aggregator) apply(cfg *config.Config, actions map[string]action) {
 			defer a.starts.Done()
 			res := a.start(sl, gen, entries[key], params)
 			if res.err != nil {
+				a.auditFailed(key, res.err)
 				fmu.Lock()
 				failures = append(failures, res.failure("could not start and stays down (the other servers are served)"))
 				fmu.Unlock()
@@ -336,6 +343,7 @@ func (a *Aggregator) drainAndStop(sl *slot, removing bool, why string) {
 	}
 	a.retire(s, why, fmt.Sprintf(", and did not answer within %v", drainTime))
 	<-s.stopped
+	a.auditStopped(s, why)
 	s.log.Debug("stopped by a reload", "why", why)
 }
 

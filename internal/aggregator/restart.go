@@ -53,6 +53,7 @@ func (a *Aggregator) crashed(s *server, why string) {
 	if !ok || next == draining {
 		return
 	}
+	a.auditCrashed(s, why, next, tries)
 	tail := tailText(s.proc.Tail())
 	switch {
 	case next == waiting:
@@ -116,6 +117,9 @@ func (a *Aggregator) restart(sl *slot) {
 	next, retryAt, tries := sl.state, sl.retryAt, sl.tries
 	stale := r.slots[sl.key] != sl
 	r.mu.Unlock()
+	if !stale {
+		a.auditFailed(sl.key, res.err)
+	}
 	switch {
 	case stale:
 	case next == waiting:

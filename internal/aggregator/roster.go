@@ -239,6 +239,7 @@ func (a *Aggregator) publish() error {
 		}
 	}
 	a.reportWithheld(old, cat)
+	a.reportHidden(old, cat) // trust.go
 	if old != nil && !a.roster.reloading {
 		a.announce(old, cat)
 	}
@@ -318,6 +319,7 @@ func (a *Aggregator) served(s *server) error {
 	case sl == nil || sl.proc != s || sl.state != starting:
 		return fmt.Errorf("it was replaced while it started")
 	}
+	a.auditChanged(a.beforeChange(sl.listed), s) // a new process that changed a definition (audit.go)
 	sl.listed, sl.initial, sl.cached = s, false, time.Time{}
 	sl.era, sl.eraKnown, sl.eraOf = s.side().era(), true, s.cfg
 	if a.catalog.Load() != nil { // at start-up, the first catalog is built once every server is
@@ -330,6 +332,7 @@ func (a *Aggregator) served(s *server) error {
 		}
 	}
 	a.move(sl, serving, "")
+	a.auditServed(sl, s)
 	sl.since = time.Now()
 	s.lastUse.Store(sl.since.UnixNano())
 	a.release(sl)

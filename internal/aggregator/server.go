@@ -61,6 +61,11 @@ type server struct {
 	// verdicts are the MCP schema's verdicts on its lists (withheld.go), cleared with every
 	// change of the lists. Guarded by roster.mu.
 	verdicts map[verdictKey][]mcpschema.Violation
+	// trust is what its lists tell the model, scanned and compared with the lock (trust.go),
+	// cleared with every change of the lists like the verdicts. Guarded by roster.mu.
+	trust trustState
+	// pins is the lock in force with --pinned (pinned.go); nil without.
+	pins *pins
 	// listed is closed once the first lists are read: a list change announced before waits
 	// for it.
 	listed chan struct{}
@@ -169,7 +174,7 @@ func (s *server) offersList(k kind) bool {
 // there is a client to tell it of. client is the initialize the servers are told (nil before
 // the client is known).
 func (a *Aggregator) spawn(cfg config.Server, client json.RawMessage) (*server, error) {
-	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, listed: make(chan struct{}),
+	s := &server{key: cfg.Key, command: cfg.Command, cfg: cfg, filter: cfg.Tools, pins: a.pins, listed: make(chan struct{}),
 		readDone: make(chan struct{}), retired: make(chan struct{}), stopped: make(chan struct{}), log: a.log.With("server", cfg.Key)}
 	if err := a.startProcess(s, client); err != nil {
 		return nil, err
@@ -258,7 +263,7 @@ func (a *Aggregator) handshake(ctx context.Context, s *server, params json.RawMe
 		return stage, err
 	}
 	a.roster.mu.Lock()
-	s.lists, s.hints, s.verdicts = lists, hints, nil
+	s.lists, s.hints, s.verdicts, s.trust = lists, hints, nil, trustState{}
 	a.roster.mu.Unlock()
 	return "", nil
 }

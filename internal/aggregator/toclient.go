@@ -32,6 +32,9 @@ func (a *Aggregator) answerCall(c *call, result, errObj json.RawMessage) {
 		return
 	}
 	a.writeAnswer(c.fromID, c.method, c.to.side().era(), result, errObj)
+	if a.debug || a.audit != nil {
+		a.completed(c, result, errObj) // audit.go
+	}
 }
 
 // answerClient answers the client's request id with an answer of the aggregator's own (of the

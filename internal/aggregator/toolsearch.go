@@ -102,7 +102,7 @@ func (st *searchState) build(c *catalog) {
 		if s.cfg.AlwaysLoad {
 			listed = ", listed in full"
 		}
-		lines = append(lines, fmt.Sprintf("- %s (%d tools%s): %s", s.key, n, listed, serverSummary(s, c.order)))
+		lines = append(lines, fmt.Sprintf("- %s (%d tools%s): %s", s.key, n, listed, serverSummary(s, c.order, c.silenced[s])))
 	}
 	st.servers = strings.Join(lines, "\n")
 	st.shadowed = map[string]bool{}
@@ -154,9 +154,9 @@ func shadowWarning(e entry, name string) string {
 }
 
 // serverSummary says in one line what a server is for: the first sentence of its instructions,
-// or else the names of its first tools.
-func serverSummary(s *server, order []entry) string {
-	if text := strings.TrimSpace(s.instructions); text != "" {
+// or else (or when --pinned withholds them: silenced) the names of its first tools.
+func serverSummary(s *server, order []entry, silenced bool) string {
+	if text := strings.TrimSpace(s.instructions); text != "" && !silenced {
 		line, _, _ := strings.Cut(text, "\n")
 		if i := strings.Index(line, ". "); i > 0 {
 			line = line[:i+1]

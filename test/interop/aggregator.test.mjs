@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { spawnSync } from "node:child_process";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
@@ -443,4 +444,27 @@ test("everything: logging and subscriptions", async () => {
     assert.deepEqual(await c.unsubscribeResource({ uri }), {});
     await c.close();
   }
+});
+
+// Issue #30: the scan finds no hidden character in what the reference servers tell the model
+// (every list and the instructions), and a lock pinned from them compares equal on the next
+// start: pin, then check against the lock succeeds, with no difference.
+test("no hidden characters in the reference servers' definitions, and as pinned on the next start", () => {
+  const config = path.join(work, "config-trust.json");
+  fs.writeFileSync(config, JSON.stringify({ mcpServers: servers("trust") }));
+  const check = () => {
+    const run = spawnSync(aggregator, ["check", "--config", config, "--json"], { encoding: "utf8" });
+    return { status: run.status, report: JSON.parse(run.stdout) };
+  };
+  const first = check();
+  assert.equal(first.report.servers.length, 3);
+  for (const s of first.report.servers) {
+    assert.deepEqual(s.hiddenCharacters ?? [], [], `hidden characters in ${s.key}'s definitions`);
+  }
+  const pin = spawnSync(aggregator, ["pin", "--config", config], { encoding: "utf8" });
+  assert.equal(pin.status, 0, `pin: ${pin.stdout}${pin.stderr}`);
+  const again = check();
+  assert.equal(again.report.lockFile, path.join(work, "config-trust.lock.json"));
+  for (const s of again.report.servers) assert.deepEqual(s.lock ?? [], [], `${s.key} differs from the lock pinned a moment ago`);
+  assert.equal(again.status, 0);
 });
