@@ -36,11 +36,31 @@ func (b *bench) compare() string {
 		head += " " + bd.label + " |"
 		rule += " --- |"
 	}
-	head += " change (this build against " + builds[0].label + ") | this build against the relay |\n"
-	sb.WriteString(head + rule + " --- | --- |\n")
-	row := func(name string, direct, relay string, figures []string, change, floor string) {
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s |\n", name, direct, relay, strings.Join(figures, " | "), change, floor)
-		fmt.Fprintf(os.Stderr, "%-58s %s\n", name, strings.Join(append([]string{direct, relay}, append(figures, change, floor)...), "  "))
+	me := len(builds) - 1 // this build, without flags
+	if *withTrust {
+		me--
+	}
+	head += " change (this build against " + builds[0].label + ") | this build against the relay |"
+	rule += " --- | --- |"
+	if *withTrust {
+		head += " --pinned --audit-log against this build |"
+		rule += " --- |"
+	}
+	sb.WriteString(head + "\n" + rule + "\n")
+	// tr is the change the trust flags make: the last build against this one.
+	tr := func(xs []float64) string {
+		if !*withTrust {
+			return ""
+		}
+		return pct(xs[len(xs)-1], xs[me])
+	}
+	row := func(name string, direct, relay string, figures []string, change, floor, trust string) {
+		cells := append([]string{name, direct, relay}, append(figures, change, floor)...)
+		if *withTrust {
+			cells = append(cells, trust)
+		}
+		fmt.Fprintf(&sb, "| %s |\n", strings.Join(cells, " | "))
+		fmt.Fprintf(os.Stderr, "%-58s %s\n", name, strings.Join(cells[1:], "  "))
 	}
 	want := func(name string) bool { return *only == "" || *only == name }
 
@@ -50,31 +70,49 @@ func (b *bench) compare() string {
 		}
 		if want("latency") || want("modern") {
 			d, r, f, rc, fc := b.sideBySide(builds, p, echoP50)
-			row("echo p50, "+p.name, usF(d), usF(r), mapTo(f, usF), pct(f[len(f)-1], f[0]), pct(f[len(f)-1], r))
-			row("CPU of the hop per sequential call, "+p.name, "", usF(rc), mapTo(fc, usF), pct(fc[len(fc)-1], fc[0]), pct(fc[len(fc)-1], rc))
+			row("echo p50, "+p.name, usF(d), usF(r), mapTo(f, usF), pct(f[me], f[0]), pct(f[me], r), tr(f))
+			row("CPU of the hop per sequential call, "+p.name, "", usF(rc), mapTo(fc, usF), pct(fc[me], fc[0]), pct(fc[me], rc), tr(fc))
 		}
 		if want("throughput") || want("modern") {
 			d, r, f, rc, fc := b.sideBySide(builds, p, throughput8)
-			row("throughput, 8 callers, "+p.name+" (calls/s)", perSecond(d), perSecond(r), mapTo(f, perSecond), pct(f[len(f)-1], f[0]), pct(f[len(f)-1], r))
-			row("CPU of the hop per call, 8 callers, "+p.name, "", usF(rc), mapTo(fc, usF), pct(fc[len(fc)-1], fc[0]), pct(fc[len(fc)-1], rc))
+			row("throughput, 8 callers, "+p.name+" (calls/s)", perSecond(d), perSecond(r), mapTo(f, perSecond), pct(f[me], f[0]), pct(f[me], r), tr(f))
+			row("CPU of the hop per call, 8 callers, "+p.name, "", usF(rc), mapTo(fc, usF), pct(fc[me], fc[0]), pct(fc[me], rc), tr(fc))
 		}
 	}
 	if want("payload") {
 		r, f := b.peakRSS(builds)
-		row("peak RSS of the hop, one 8 MiB result", "", mibF(r), mapTo(f, mibF), pct(f[len(f)-1], f[0]), fmt.Sprintf("%.2fx", float64(f[len(f)-1])/float64(r)))
+		row("peak RSS of the hop, one 8 MiB result", "", mibF(r), mapTo(f, mibF), pct(f[me], f[0]), fmt.Sprintf("%.2fx", float64(f[me])/float64(r)), tr(f))
 	}
 	if want("startup") {
 		st, ls := b.startAndList(builds)
-		row("start-up: 20 children of 300 ms, to tools/list", "", "", mapTo(st, msF), pct(st[len(st)-1], st[0]), "")
-		row("tools/list of 2,000 tools from 10 children, p50", "", "", mapTo(ls, usF), pct(ls[len(ls)-1], ls[0]), "")
+		row("start-up: 20 children of 300 ms, to tools/list", "", "", mapTo(st, msF), pct(st[me], st[0]), "", tr(st))
+		row("tools/list of 2,000 tools from 10 children, p50", "", "", mapTo(ls, usF), pct(ls[me], ls[0]), "", tr(ls))
 	}
 	fmt.Fprintf(&sb, "\nChange: + is slower (or more memory), - faster; for throughput + is more calls. Machine: %d cores, %s/%s, %s. Date: %s. Runs: %d, interleaved (direct, relay, %s).\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"), *runs, strings.Join(labels(builds), ", "))
 	return sb.String()
 }
 
-// build is one aggregator binary of the comparison.
-type build struct{ label, bin string }
+// build is one aggregator binary of the comparison; trust runs it with --pinned (on a lock
+// written by pin) and --audit-log.
+type build struct {
+	label, bin string
+	trust      bool
+}
+
+// command is the build serving config: with trust, the lock is written first (pin) and the
+// audit log goes to a file beside the configuration.
+func (bd build) command(config string) *exec.Cmd {
+	args := []string{"--config", config, "--separator", "__"}
+	if bd.trust {
+		pin := exec.Command(bd.bin, "pin", "--config", config)
+		if out, err := pin.CombinedOutput(); err != nil {
+			log.Fatalf("pin: %v\n%s", err, out)
+		}
+		args = append(args, "--pinned", "--audit-log", config+".audit.jsonl")
+	}
+	return exec.Command(bd.bin, args...)
+}
 
 // builds are the baselines, in the order given, then this build.
 func (b *bench) builds() []build {
@@ -90,9 +128,13 @@ func (b *bench) builds() []build {
 		if i < len(names) {
 			label = names[i]
 		}
-		out = append(out, build{label, abs})
+		out = append(out, build{label, abs, false})
 	}
-	return append(out, build{"this build", *aggBin})
+	out = append(out, build{"this build", *aggBin, false})
+	if *withTrust {
+		out = append(out, build{"this build, --pinned --audit-log", *aggBin, true})
+	}
+	return out
 }
 
 func labels(builds []build) []string {
@@ -143,7 +185,7 @@ func (b *bench) sideBySide(builds []build, p pairing, m measure) (direct, relay 
 	aggs := make([]*session, len(builds))
 	for i, bd := range builds {
 		cmd := p.child()
-		aggs[i] = connectAs(exec.Command(bd.bin, "--config", b.configOf(1, cmd.Path, cmd.Args[1:]), "--separator", "__"), p.modern)
+		aggs[i] = connectAs(bd.command(b.configOf(1, cmd.Path, cmd.Args[1:])), p.modern)
 	}
 	var ds, rs, rcs []float64
 	fs := make([][]float64, len(builds))
@@ -243,7 +285,7 @@ func (b *bench) peakRSS(builds []build) (relay float64, figures []float64) {
 	for range *runs {
 		rs = append(rs, one(relayed(exec.Command(*fixtureBin))))
 		for i, bd := range builds {
-			s, _ := connect(exec.Command(bd.bin, "--config", b.config(1, nil), "--separator", "__"))
+			s, _ := connect(bd.command(b.config(1, nil)))
 			call(s, "s00__big", map[string]any{"bytes": 8 << 20})
 			fs[i] = append(fs[i], float64(rss(s.cmd.Process.Pid, "VmHWM")))
 			s.Close()
@@ -263,14 +305,14 @@ func (b *bench) startAndList(builds []build) (start, list []float64) {
 	for range *runs {
 		for i, bd := range builds {
 			began := time.Now()
-			a, _ := connect(exec.Command(bd.bin, "--config", b.config(20, []string{"-start-delay", "300ms"}), "--separator", "__"))
+			a, _ := connect(bd.command(b.config(20, []string{"-start-delay", "300ms"})))
 			if _, err := a.ListTools(context.Background(), nil); err != nil {
 				log.Fatal(err)
 			}
 			st[i] = append(st[i], float64(time.Since(began)))
 			a.Close()
 
-			a, _ = connect(exec.Command(bd.bin, "--config", b.config(10, []string{"-only-fillers", "-tools", "200"}), "--separator", "__"))
+			a, _ = connect(bd.command(b.config(10, []string{"-only-fillers", "-tools", "200"})))
 			lat := make([]time.Duration, 15)
 			for j := range lat {
 				began := time.Now()

@@ -45,6 +45,7 @@ var (
 	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
 	baseline   = flag.String("baseline", "", "compare with these aggregator binaries (earlier builds, comma-separated), interleaved in one run with a direct connection and a byte relay, instead of the usual report")
 	baseLabel  = flag.String("baseline-label", "baseline", "what the baselines are, for the report (commits, comma-separated)")
+	withTrust  = flag.Bool("trust", true, "in the comparison, also run this build with --pinned and --audit-log (issue #30)")
 	gosdkBin   = flag.String("gosdk-fixture", "bin/gosdk-fixture", "the go-sdk fixture server binary (a server of either era), for the comparison's modern pairings")
 )
 
