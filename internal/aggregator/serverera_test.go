@@ -263,6 +263,24 @@ func TestListenResourceSubscription(t *testing.T) {
 	c.note("notifications/tools/list_changed")
 }
 
+// A modern child that lets go of a replaced listen only after the aggregator stopped waiting
+// (the go-sdk then ends the connection's list subscriptions, the new listen's with them): once
+// the old one ends, the aggregator listens again, and the list changes still arrive.
+func TestListenEndedLate(t *testing.T) {
+	c := serve(t, Options{ProbeTimeout: 100 * time.Millisecond}, gs("m", "-era", "modern", "-listen-end-delay", "500ms"))
+	c.initialize(`{}`)
+	if m := c.call("resources/subscribe", `{"uri":"gosdk://static/a"}`); string(m.Result) != "{}" {
+		t.Fatalf("resources/subscribe: %s", m.Line)
+	}
+	waitFor(t, "the listen to be opened again", func() bool {
+		return strings.Contains(c.log.String(), "listened again: the listen it replaced ended late")
+	})
+	c.call("tools/call", `{"name":"m:grow"}`)
+	c.note("notifications/tools/list_changed")
+	c.call("tools/call", `{"name":"m:touch","arguments":{"uri":"gosdk://static/a"}}`)
+	c.note("notifications/resources/updated")
+}
+
 // A modern child has no ping: its health probe is server/discover. One that stops answering it
 // is restarted; one that answers it is left alone (were it pinged, "ping" would fail with
 // Method not found, and it would be restarted too).

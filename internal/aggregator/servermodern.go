@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -172,15 +173,17 @@ func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error
 	old := l.cur
 	l.cur = nil
 	l.mu.Unlock()
+	var late *listenCall // the old listen, when its end was not seen
 	if old != nil {
 		s.conn.Send(nil, cancelled(old.c.toID, "mcp-simple-aggregator listens again with other subscriptions")...)
 		wait, cancel := context.WithTimeout(ctx, min(a.opts.ProbeTimeout, a.opts.StartupTimeout))
 		select {
 		case <-old.ended: // the go-sdk answers a cancelled listen once it let go of it
+			a.inflight.take(old.c)
 		case <-wait.Done(): // others say nothing more (basic/patterns/subscriptions.mdx)
+			late = old // still in flight a while: endedLate
 		}
 		cancel()
-		a.inflight.take(old.c)
 	}
 	_, uris := a.setup.of(s.key)
 	f := era.ListenFilter(s.caps, uris)
@@ -200,6 +203,9 @@ func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error
 	if res != addOK {
 		return nil, fmt.Errorf("server %q is not serving", s.key)
 	}
+	if late != nil {
+		go m.endedLate(s, late, lc)
+	}
 	select {
 	case <-lc.ack:
 		return lc.agreed.ResourceSubscriptions, nil
@@ -211,6 +217,36 @@ func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error
 	case <-ctx.Done():
 		return nil, fmt.Errorf("no acknowledgement of subscriptions/listen: %w", ctx.Err())
 	}
+}
+
+// endedLate listens again when the listen old, whose end listenAt stopped waiting for, ends
+// after cur was opened in its place: the go-sdk's server, letting go of old, ends the list
+// subscriptions of the connection, cur's with them (a busy machine can take longer than the
+// wait). Until then, for at most the start-up timeout, old stays in flight, so that its
+// answer is seen; a server that never answers a cancelled listen says nothing more.
+func (m *modernServer) endedLate(s *server, old, cur *listenCall) {
+	select {
+	case <-old.ended: // answered, or its server went down
+	case <-time.After(m.a.opts.StartupTimeout): // it says nothing more
+		m.a.inflight.take(old.c)
+		return
+	}
+	m.a.inflight.take(old.c)
+	l := &m.listen
+	l.mu.Lock()
+	still := l.cur == cur
+	l.mu.Unlock()
+	if !still {
+		return // listened again meanwhile
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.a.opts.StartupTimeout)
+	defer cancel()
+	if _, err := m.listenAt(ctx, s); err != nil {
+		s.log.Debug("listening again after a listen ended late: "+err.Error(), "protocol", s.protocol)
+		return
+	}
+	s.log.Debug("listened again: the listen it replaced ended late")
+	m.a.refresh(s, allKinds...) // changes while no listen was open
 }
 
 // notification looks at a notification of s: one tagged with the ID of its listen loses the
