@@ -164,6 +164,32 @@ func TestModernLogging(t *testing.T) {
 	}
 }
 
+// A modern client's request with a logLevel, to a legacy server that takes its requests at
+// once (the go-sdk's) and is slow to set its level: the request goes once the level is set, so
+// that it logs what was asked for.
+func TestModernLoggingSlowLevel(t *testing.T) {
+	c := serve(t, Options{}, gs("g", "-era", "legacy", "-set-level-delay", "300ms"))
+	m := c.modernCall("tools/call", `"name":"g:log"`, `"io.modelcontextprotocol/logLevel":"warning"`)
+	if m.Error != nil {
+		t.Fatal(m.Line)
+	}
+	var got []string
+	for {
+		select {
+		case n := <-c.notes:
+			if n.Method == "notifications/message" {
+				got = append(got, string(n.Params))
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if len(got) != 2 { // warning and error
+		t.Errorf("log messages %v; want the call's warning and error", got)
+	}
+}
+
 // subscriptions/listen: acknowledged first with what was agreed, then the list changes and
 // resource updates asked for, each tagged with the listen's ID.
 func TestModernListen(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -65,7 +66,16 @@ func (l legacyServer) params(c *call, params [][]byte) [][]byte {
 		return params
 	}
 	if c.logLevel > 0 && c.to.offers("logging") {
-		l.a.lowerLevel(c.to, c.logLevel)
+		if set := l.a.lowerLevel(c.to, c.logLevel); set != nil {
+			// A server may take its requests at once (the go-sdk's does): the request must not
+			// log before the level is set, or it logs nothing.
+			wait := time.NewTimer(l.a.opts.ProbeTimeout)
+			select {
+			case <-set:
+			case <-wait.C:
+			}
+			wait.Stop()
+		}
 	}
 	return [][]byte{era.Unenvelop(c.method, slices.Concat(params...))}
 }
@@ -113,13 +123,14 @@ func (legacyServer) notification(*server, *jsonrpc.Request) bool { return false 
 func (legacyServer) carry(*call, *server, json.RawMessage) bool { return false }
 
 // lowerLevel sets a legacy server's log level with logging/setLevel when a modern client's
-// request asks for a lower one than it was set to. The level is set again on the server's new
-// processes (replay).
-func (a *Aggregator) lowerLevel(s *server, rank int) {
+// request asks for a lower one than it was set to; the channel it returns is closed once the
+// server answered (nil when the level was low enough). The level is set again on the server's
+// new processes (replay).
+func (a *Aggregator) lowerLevel(s *server, rank int) <-chan struct{} {
 	for {
 		set := s.logLevel.Load()
 		if set != 0 && int(set) <= rank {
-			return
+			return nil
 		}
 		if s.logLevel.CompareAndSwap(set, int32(rank)) {
 			break
@@ -127,12 +138,17 @@ func (a *Aggregator) lowerLevel(s *server, rank int) {
 	}
 	params := json.RawMessage(`{"level":` + strconv.Quote(levelName(rank)) + `}`)
 	a.setup.leveled(params)
-	a.sendToServer(&call{to: s, method: "logging/setLevel", doing: "setting the log level a request asked for",
+	answered := make(chan struct{})
+	if a.sendToServer(&call{to: s, method: "logging/setLevel", doing: "setting the log level a request asked for",
 		done: func(_, errObj json.RawMessage) {
 			if errObj != nil {
 				s.log.Debug("logging/setLevel failed", "error", string(errObj))
 			}
-		}}, nil, params)
+			close(answered)
+		}}, nil, params) != addOK {
+		return nil
+	}
+	return answered
 }
 
 // levelName is the logging level of a rank (era.LogRank).
