@@ -304,8 +304,9 @@ func (b *bench) startAndList(builds []build) (start, list []float64) {
 	ls := make([][]float64, len(builds))
 	for range *runs {
 		for i, bd := range builds {
+			cmd := bd.command(b.config(20, []string{"-start-delay", "300ms"})) // and its pin, untimed
 			began := time.Now()
-			a, _ := connect(bd.command(b.config(20, []string{"-start-delay", "300ms"})))
+			a, _ := connect(cmd)
 			if _, err := a.ListTools(context.Background(), nil); err != nil {
 				log.Fatal(err)
 			}
