@@ -16,6 +16,11 @@ import (
 // whether obj is an object whose members could all be read (true as well when fn stopped it).
 // The key is only valid during the call.
 func Object(obj []byte, fn func(key []byte, start, end int) bool) bool {
+	return eachMember(obj, func(key []byte, _, start, end int) bool { return fn(key, start, end) })
+}
+
+// eachMember is Object, with where each member's key starts in obj too.
+func eachMember(obj []byte, fn func(key []byte, keyStart, start, end int) bool) bool {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return false
@@ -28,6 +33,7 @@ func Object(obj []byte, fn func(key []byte, start, end int) bool) bool {
 		if obj[i] != '"' {
 			return false
 		}
+		kstart := i
 		kend, escaped := skipString(obj, i)
 		if kend < 0 {
 			return false
@@ -49,7 +55,7 @@ func Object(obj []byte, fn func(key []byte, start, end int) bool) bool {
 		if end < 0 {
 			return false
 		}
-		if !fn(key, start, end) {
+		if !fn(key, kstart, start, end) {
 			return true
 		}
 		i = skipSpace(obj, end)
@@ -220,25 +226,46 @@ func Replace(obj []byte, start, end int, value []byte) []byte {
 	return append(out, obj[end:]...)
 }
 
-// Without is the object obj without the members keys, the others as they were written (each
-// key re-encoded as a JSON string).
+// Without is the object obj without the members keys, the others as they were written, key
+// and value byte for byte (the space between members is dropped); obj itself when it has none
+// of them.
 func Without(obj []byte, keys ...string) []byte {
-	out := []byte{'{'}
-	Object(obj, func(k []byte, start, end int) bool {
+	var out []byte // nil until a member is left out
+	kept := 0      // members kept
+	from := -1     // where the kept members written to out so far end in obj
+	eachMember(obj, func(k []byte, ks, _, end int) bool {
 		if slices.Contains(keys, string(k)) {
+			if out == nil {
+				out = make([]byte, 0, len(obj))
+				out = append(out, '{')
+				// The members before it, as they were.
+				if kept > 0 {
+					out = append(out, obj[firstKey(obj):from]...)
+				}
+			}
 			return true
 		}
-		if len(out) > 1 {
-			out = append(out, ',')
+		if out != nil {
+			if kept > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, obj[ks:end]...)
 		}
-		out = append(append(appendKey(out, k), ':'), obj[start:end]...)
+		kept++
+		from = end
 		return true
 	})
+	if out == nil {
+		return obj
+	}
 	return append(out, '}')
 }
 
-// appendKey appends the key k (unescaped) as a JSON string.
-func appendKey(b, k []byte) []byte { return append(b, Marshal(string(k))...) }
+// firstKey is where the first member of the object obj begins.
+func firstKey(obj []byte) int {
+	i := skipSpace(obj, 0)
+	return skipSpace(obj, i+1)
+}
 
 // Marshal encodes v as JSON escaping only what JSON requires: encoding/json would also escape
 // <, > and & (for HTML), and the texts that pass through the aggregator are read by people and

@@ -152,3 +152,19 @@ func FuzzWithout(f *testing.F) {
 		}
 	})
 }
+
+// Without keeps the other members byte for byte, their keys too, and gives an object with
+// none of the keys back as it is.
+func TestWithoutBytes(t *testing.T) {
+	for _, tc := range []struct{ in, key, want string }{
+		{`{"\u0061":1, "x":2 ,"b" : [1, 2]}`, "x", `{"\u0061":1,"b" : [1, 2]}`},
+		{`{"x":2,"a":"\u00e9"}`, "x", `{"a":"\u00e9"}`},
+		{`{"a":1,"b":2,"x":3}`, "x", `{"a":1,"b":2}`},
+		{` {"a": 1} `, "x", ` {"a": 1} `},
+		{`{"x":1}`, "x", `{}`},
+	} {
+		if got := string(Without([]byte(tc.in), tc.key)); got != tc.want {
+			t.Errorf("Without(%s, %q) = %s, want %s", tc.in, tc.key, got, tc.want)
+		}
+	}
+}
