@@ -110,6 +110,7 @@ fuzz:
 	$(GO) test ./internal/era -run '^$$' -fuzz '^FuzzUntag$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
 	$(GO) test ./internal/shared -run '^$$' -fuzz '^FuzzControlReader$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
 	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzMayHide$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
+	$(GO) test ./internal/audit -run '^$$' -fuzz '^FuzzCallLine$$' -fuzztime $(FUZZEXECS)x -fuzzminimizetime 2s
 
 # Release packaging (see RELEASING.md). GoReleaser is pinned here, not in go.mod, and built into
 # bin/tools the first time (about 9 minutes on the 2-core machines here); v2.15 is the newest

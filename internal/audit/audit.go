@@ -60,8 +60,10 @@ const (
 	// refuses a write larger than MaxMegabytes) and one huge result does not push out the
 	// record of every call before it.
 	maxBody = 256 << 10
-	// maxBatch is how much the writer gathers into one write.
-	maxBatch = 256 << 10
+	// maxBatch is how much the writer gathers into one write, and gatherFor how long at most
+	// it gathers after the first event before it writes: a line is in the file within it.
+	maxBatch  = 256 << 10
+	gatherFor = 50 * time.Millisecond
 	// closeWait is how long Close lets a FIFO or device take what is queued.
 	closeWait = 2 * time.Second
 )
@@ -256,18 +258,33 @@ func (l *Log) run() {
 		batch.Reset()
 		n = 0
 	}
+	gather := time.NewTimer(0)
+	<-gather.C
 	for {
 		select {
 		case line := <-l.lines:
+			// What comes for the next gatherFor goes into the same write: a busy session's
+			// calls cost the writer a wake-up and a write each gatherFor, not one per call (at
+			// thousands of calls a second, that was a fifth of the aggregator's CPU).
 			batch.Write(line)
 			n++
+			gather.Reset(gatherFor)
 			for more := true; more && batch.Len() < maxBatch; {
 				select {
 				case line := <-l.lines:
 					batch.Write(line)
 					n++
-				default:
+				case <-gather.C:
 					more = false
+				case <-l.stop:
+					more = false
+					gather.Stop()
+				}
+			}
+			if !gather.Stop() {
+				select {
+				case <-gather.C:
+				default:
 				}
 			}
 			flush(false)

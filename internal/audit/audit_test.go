@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -335,4 +336,23 @@ func BenchmarkCall(b *testing.B) {
 	for b.Loop() {
 		l.Call(c)
 	}
+}
+
+// A call's line written without reflection is the line encoding/json writes, byte for byte.
+func FuzzCallLine(f *testing.F) {
+	f.Add("claude-code", "github", "tools/call", "search_code", "", "", int64(1234567), "result", 0, 10, 2000)
+	f.Add("", "s", "resources/read", "", "", "file:///a\"b\\c\u2028é<>&\x01", int64(0), "error", -32602, 0, 0)
+	f.Add("x", "s", "prompts/get", "", "p\xff", "", int64(3_600_000_000_000), "isError", 0, 1, 1)
+	f.Fuzz(func(t *testing.T, client, server, method, tool, prompt, uri string, ns int64, outcome string, code, req, resp int) {
+		line := callLine{Time: "2026-11-25T23:59:59.123+00:00", Event: "call", Client: client, Server: server, Method: method,
+			Tool: tool, Prompt: prompt, URI: uri, DurationMS: math.Round(float64(ns)/float64(time.Microsecond)) / 1000,
+			Outcome: Outcome(outcome), ErrorCode: code, RequestBytes: req, ResponseBytes: resp}
+		want, err := encode(line)
+		if err != nil {
+			return
+		}
+		if got := line.append(nil); string(got) != string(want) {
+			t.Fatalf("append:\n%s\nencoding/json:\n%s", got, want)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -84,10 +85,12 @@ func (l *Log) Call(c Call) {
 	if c.Outcome == Error {
 		line.ErrorCode = c.ErrorCode
 	}
-	if l.bodies {
-		line.Arguments, line.ArgumentsOmitted = body(c.Arguments)
-		line.Result, line.ResultOmitted = body(c.Result)
+	if !l.bodies {
+		l.enqueue(line.append(make([]byte, 0, 256)))
+		return
 	}
+	line.Arguments, line.ArgumentsOmitted = body(c.Arguments)
+	line.Result, line.ResultOmitted = body(c.Result)
 	data, err := encode(line)
 	if err != nil {
 		// A body that is not JSON: written as a string, which is what it is.
@@ -95,6 +98,50 @@ func (l *Log) Call(c Call) {
 		data, _ = encode(line)
 	}
 	l.enqueue(data)
+}
+
+// append appends the line of a call without bodies, as encode would write it, without
+// reflection: the audit log's cost on a call is this and a channel send.
+func (c *callLine) append(b []byte) []byte {
+	b = append(b, `{"time":`...)
+	b = appendString(b, c.Time)
+	b = append(b, `,"event":`...)
+	b = appendString(b, c.Event)
+	for _, m := range [...]struct{ key, value string }{{"client", c.Client}, {"server", c.Server}, {"method", c.Method}, {"tool", c.Tool}, {"prompt", c.Prompt}, {"uri", c.URI}} {
+		if m.value == "" && m.key != "server" && m.key != "method" {
+			continue // omitempty
+		}
+		b = append(b, ',', '"')
+		b = append(b, m.key...)
+		b = append(b, '"', ':')
+		b = appendString(b, m.value)
+	}
+	b = append(b, `,"durationMs":`...)
+	b = strconv.AppendFloat(b, c.DurationMS, 'f', -1, 64)
+	b = append(b, `,"outcome":`...)
+	b = appendString(b, string(c.Outcome))
+	if c.ErrorCode != 0 {
+		b = append(b, `,"errorCode":`...)
+		b = strconv.AppendInt(b, int64(c.ErrorCode), 10)
+	}
+	b = append(b, `,"requestBytes":`...)
+	b = strconv.AppendInt(b, int64(c.RequestBytes), 10)
+	b = append(b, `,"responseBytes":`...)
+	b = strconv.AppendInt(b, int64(c.ResponseBytes), 10)
+	return append(b, '}', '\n')
+}
+
+// appendString appends s as a JSON string, as encode writes it (no HTML escaping).
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			e, _ := encode(s) // escapes, and invalid UTF-8 or U+2028/U+2029, as encoding/json does
+			return append(b, e[:len(e)-1]...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // body is b to be written, or its size when it is too large.
