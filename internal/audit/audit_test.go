@@ -356,3 +356,17 @@ func FuzzCallLine(f *testing.F) {
 		}
 	})
 }
+
+// A timestamp of the second before's reused parts is the one time.Format writes.
+func TestTimestamp(t *testing.T) {
+	east := time.FixedZone("east", 5*3600+30*60)
+	base := time.Date(2026, 11, 25, 23, 59, 58, 0, time.UTC)
+	for i := range 3000 {
+		at := base.Add(time.Duration(i) * 997 * time.Microsecond)
+		for _, tt := range []time.Time{at, at.In(east), at.Local()} {
+			if got, want := timestamp(tt), tt.Format(timestampLayout); got != want {
+				t.Fatalf("timestamp(%v) = %s, want %s", tt, got, want)
+			}
+		}
+	}
+}
