@@ -132,7 +132,7 @@ func (b *bench) builds() []build {
 	}
 	out = append(out, build{"this build", *aggBin, false})
 	if *withTrust {
-		out = append(out, build{"this build, --pinned --audit-log", *aggBin, true})
+		out = append(out, build{"this build with --pinned --audit-log", *aggBin, true})
 	}
 	return out
 }
