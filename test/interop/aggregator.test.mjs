@@ -13,7 +13,7 @@ import path from "node:path";
 import { spawnSync } from "node:child_process";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { untimed } from "./untimed.mjs";
+import { outcome, untimed } from "./results.mjs";
 
 const here = import.meta.dirname;
 const aggregator = process.env.AGGREGATOR || path.resolve(here, "../../bin/mcp-simple-aggregator");
@@ -106,14 +106,6 @@ const calls = [
   ["files", "read_text_file", { path: "/etc/hostname-outside-the-allowed-directory" }],
   ["files", "get_file_info", { path: path.join(shared, "missing.txt") }],
 ];
-
-async function outcome(promise) {
-  try {
-    return { result: await promise };
-  } catch (err) {
-    return { error: { code: err.code, message: err.message, data: err.data } };
-  }
-}
 
 test("calls return what the server returns directly: results, tool errors and protocol errors", async () => {
   for (const [key, tool, args] of calls) {

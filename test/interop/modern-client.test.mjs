@@ -24,7 +24,7 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { readTrace } from "./trace.mjs";
-import { untimed } from "./untimed.mjs";
+import { bare, outcome, untimed } from "./results.mjs";
 
 const here = import.meta.dirname;
 const aggregator = process.env.AGGREGATOR || path.resolve(here, "../../bin/mcp-simple-aggregator");
@@ -82,26 +82,6 @@ async function connect(mode, command, args, { env = {}, listChanged, inputRequir
 
 const viaAggregator = (mode, config, options) => connect(mode, aggregator, ["--config", config], options);
 const direct = (mode, s, options) => connect(mode, s.command, s.args, options);
-
-async function outcome(promise) {
-  try {
-    return { result: await promise };
-  } catch (err) {
-    return { error: { code: err.code, message: err.message, data: err.data } };
-  }
-}
-
-// bare is a result without the modern envelope: what the server wrote.
-function bare(result) {
-  if (!result || typeof result !== "object") return result;
-  const { resultType, ttlMs, cacheScope, ...rest } = result;
-  if (rest._meta) {
-    const { "io.modelcontextprotocol/serverInfo": _, ...meta } = rest._meta;
-    if (Object.keys(meta).length) rest._meta = meta;
-    else delete rest._meta;
-  }
-  return rest;
-}
 
 // The tools of server key in an aggregated listing, under their own names.
 function toolsOf(key, tools) {

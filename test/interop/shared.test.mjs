@@ -36,6 +36,7 @@ import { StdioClientTransport as StdioV1 } from "@modelcontextprotocol/sdk/clien
 import { CreateMessageRequestSchema, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Client as ClientV2 } from "@modelcontextprotocol/client";
 import { StdioClientTransport as StdioV2 } from "@modelcontextprotocol/client/stdio";
+import { bare, outcome } from "./results.mjs";
 
 const here = import.meta.dirname;
 const aggregator = process.env.AGGREGATOR || path.resolve(here, "../../bin/mcp-simple-aggregator");
@@ -149,26 +150,6 @@ function raw(c, method) {
     if (c.sent.get(JSON.stringify(m.id))?.method === method) return JSON.stringify(m.result ?? { error: m.error });
   }
   assert.fail(`${c.label}: no answer to ${method} on the wire`);
-}
-
-async function outcome(promise) {
-  try {
-    return { result: await promise };
-  } catch (err) {
-    return { error: { code: err.code, message: err.message, data: err.data } };
-  }
-}
-
-// bare is a result without the modern envelope: what the server wrote.
-function bare(result) {
-  if (!result || typeof result !== "object") return result;
-  const { resultType, ttlMs, cacheScope, ...rest } = result;
-  if (rest._meta) {
-    const { "io.modelcontextprotocol/serverInfo": _, ...meta } = rest._meta;
-    if (Object.keys(meta).length) rest._meta = meta;
-    else delete rest._meta;
-  }
-  return rest;
 }
 
 // withoutExecution is a tool definition without "execution" (the legacy tasks' taskSupport),

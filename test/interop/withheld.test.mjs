@@ -19,6 +19,7 @@ import { StdioClientTransport as StdioV1 } from "@modelcontextprotocol/sdk/clien
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Client as ClientV2 } from "@modelcontextprotocol/client";
 import { StdioClientTransport as StdioV2 } from "@modelcontextprotocol/client/stdio";
+import { outcome } from "./results.mjs";
 
 const here = import.meta.dirname;
 const aggregator = process.env.AGGREGATOR || path.resolve(here, "../../bin/mcp-simple-aggregator");
@@ -101,14 +102,6 @@ async function connect(sdk, file) {
   transport.stderr?.on("data", (b) => (client.stderr += b));
   await client.connect(transport);
   return client;
-}
-
-async function outcome(promise) {
-  try {
-    return { result: await promise };
-  } catch (err) {
-    return { error: { code: err.code, message: err.message } };
-  }
 }
 
 before(() => {
