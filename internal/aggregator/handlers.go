@@ -89,8 +89,8 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 	if !ok {
 		if w, withheld := cat.withheldAs(k, name); withheld {
 			errObj := rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: %s", what, name, w.callError())
-			a.answerClient(req.ID, nil, errObj)
 			a.auditRefused(req, w, errObj)
+			a.answerClient(req.ID, nil, errObj)
 			return
 		}
 		if why, hidden := cat.hidden[name]; hidden && k == kindTools {
@@ -134,8 +134,8 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 	}
 	if w, withheld := cat.withheldAs(kindResources, uri); withheld && cat.resources[uri] == nil {
 		errObj := resourceNotFound(uri, w.callError())
-		a.answerClient(req.ID, nil, errObj)
 		a.auditRefused(req, w, errObj)
+		a.answerClient(req.ID, nil, errObj)
 		return
 	}
 	s, why := cat.resourceOwner(uri)
@@ -194,8 +194,8 @@ func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
 		e, found := cat.prompts[name]
 		if w, withheld := cat.withheldAs(kindPrompts, name); !found && withheld {
 			errObj := rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown prompt: %s: %s", name, w.callError())
-			a.answerClient(req.ID, nil, errObj)
 			a.auditRefused(req, w, errObj)
+			a.answerClient(req.ID, nil, errObj)
 			return
 		}
 		if !found {

@@ -31,10 +31,12 @@ func (a *Aggregator) answerCall(c *call, result, errObj json.RawMessage) {
 	if done {
 		return
 	}
-	a.writeAnswer(c.fromID, c.method, c.to.side().era(), result, errObj)
+	// Recorded before the client has the answer, so that the lines of a client's requests made
+	// one after another come in the order it made them.
 	if a.debug || a.audit != nil {
 		a.completed(c, result, errObj) // audit.go
 	}
+	a.writeAnswer(c.fromID, c.method, c.to.side().era(), result, errObj)
 }
 
 // answerClient answers the client's request id with an answer of the aggregator's own (of the
