@@ -183,10 +183,14 @@ func Mint(key []byte, st State) string {
 // it is refused.
 func Verify(key []byte, state string, now time.Time) (State, error) {
 	var st State
-	body, sig, ok := strings.Cut(strings.TrimPrefix(state, StatePrefix), ".")
+	rest, ours := strings.CutPrefix(state, StatePrefix)
+	body, sig, ok := strings.Cut(rest, ".")
 	payload, err1 := base64.RawURLEncoding.DecodeString(body)
 	got, err2 := base64.RawURLEncoding.DecodeString(sig)
-	if !ok || err1 != nil || err2 != nil {
+	// A state verifies only spelled as it was minted: the decoder skips newlines and a last
+	// character's spare bits, so other spellings of one state decode alike.
+	canonical := base64.RawURLEncoding.EncodeToString(payload) == body && base64.RawURLEncoding.EncodeToString(got) == sig
+	if !ours || !ok || err1 != nil || err2 != nil || !canonical {
 		return st, errors.New("the requestState is not one mcp-simple-aggregator gave (malformed)")
 	}
 	mac := hmac.New(sha256.New, key)
