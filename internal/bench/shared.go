@@ -29,16 +29,21 @@ func (b *bench) shared() string {
 	share := func() *exec.Cmd {
 		return exec.Command(b.bin(), "--config", config, "--separator", "__", "--share", "--linger", "1s")
 	}
+	// hops are the processes between the client and the server, whose CPU time is the path's.
+	self := func(s *session) []int { return []int{s.cmd.Process.Pid} }
 	ways := []struct {
 		label string
 		start func() *session
 		tool  string
+		hops  func(s *session) []int
 	}{
-		{"direct", func() *session { return b.direct() }, "echo"},
-		{"one relay", func() *session { s, _ := connect(relayed(exec.Command(*fixtureBin))); return s }, "echo"},
-		{"two relays", func() *session { s, _ := connect(relayed(relayed(exec.Command(*fixtureBin)))); return s }, "echo"},
-		{"unshared", func() *session { s, _ := b.aggregated(1); return s }, "s00__echo"},
-		{"shared", func() *session { s, _ := connect(share()); return s }, "s00__echo"},
+		{"direct", func() *session { return b.direct() }, "echo", nil},
+		{"one relay", func() *session { s, _ := connect(relayed(exec.Command(*fixtureBin))); return s }, "echo", self},
+		{"two relays", func() *session { s, _ := connect(relayed(relayed(exec.Command(*fixtureBin)))); return s }, "echo",
+			func(s *session) []int { return append(self(s), childrenOf(s.cmd.Process.Pid)...) }},
+		{"unshared", func() *session { s, _ := b.aggregated(1); return s }, "s00__echo", self},
+		{"shared", func() *session { s, _ := connect(share()); return s }, "s00__echo",
+			func(s *session) []int { return append(self(s), sharedDaemons(rt)...) }},
 	}
 	var sb strings.Builder
 	head, rule := "| measurement |", "| --- |"
@@ -53,28 +58,41 @@ func (b *bench) shared() string {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", name, strings.Join(cells, " | "), pct(figures[n-1], figures[n-2]), pct(figures[n-1], figures[2]))
 		fmt.Fprintf(os.Stderr, "%-50s %s\n", name, strings.Join(cells, "  "))
 	}
+	cpuLine := func(name string, perCall []float64) {
+		cells := mapTo(perCall[1:], usF)
+		n := len(perCall)
+		fmt.Fprintf(&sb, "| %s |  | %s | %s | %s |\n", name, strings.Join(cells, " | "), pct(perCall[n-1], perCall[n-2]), pct(perCall[n-1], perCall[2]))
+		fmt.Fprintf(os.Stderr, "%-50s %s\n", name, strings.Join(cells, "  "))
+	}
 	for _, m := range []struct {
-		name    string
-		measure measure
-		f       func(float64) string
-	}{{"echo p50", echoP50, usF}, {"throughput, 8 callers (calls/s)", throughput8, perSecond}} {
+		name, cpuName string
+		measure       measure
+		f             func(float64) string
+	}{{"echo p50", "sequential", echoP50, usF}, {"throughput, 8 callers (calls/s)", "8 callers", throughput8, perSecond}} {
 		sessions := make([]*session, len(ways))
 		for i, w := range ways {
 			sessions[i] = w.start()
 		}
-		byWay := make([][]float64, len(ways))
+		byWay, cpuByWay := make([][]float64, len(ways)), make([][]float64, len(ways))
 		for range *runs {
 			for i, w := range ways {
-				x, _ := m.measure(sessions[i], w.tool)
+				var pids []int
+				if w.hops != nil {
+					pids = w.hops(sessions[i])
+				}
+				before := cpuTimes(pids)
+				x, n := m.measure(sessions[i], w.tool)
 				byWay[i] = append(byWay[i], x)
+				cpuByWay[i] = append(cpuByWay[i], float64(cpuTimes(pids)-before)/float64(n))
 			}
 		}
-		figures := make([]float64, len(ways))
+		figures, perCall := make([]float64, len(ways)), make([]float64, len(ways))
 		for i, s := range sessions {
-			figures[i] = median(byWay[i])
+			figures[i], perCall[i] = median(byWay[i]), median(cpuByWay[i])
 			s.Close()
 		}
 		line(m.name, figures, m.f)
+		cpuLine("CPU of the path per call ("+m.cpuName+")", perCall)
 	}
 	sb.WriteString("\n")
 	sb.WriteString(b.sharedStartAndMemory(rt))
@@ -137,6 +155,27 @@ func (b *bench) sharedStartAndMemory(rt string) string {
 	fmt.Fprintf(&sb, "| processes and total RSS of %d sessions of 10 servers of 40 MiB | %d, %s | %d, %s | %s of the memory |\n", n, up, mib(um), sp, mib(sm), pct(float64(sm), float64(um)))
 	waitNoDaemon(rt)
 	return sb.String()
+}
+
+// cpuTimes is the CPU time of the processes pids (every thread), in nanoseconds.
+func cpuTimes(pids []int) int64 {
+	var total int64
+	for _, pid := range pids {
+		total += cpuTime(pid)
+	}
+	return total
+}
+
+// childrenOf are the processes pid started (of its main thread).
+func childrenOf(pid int) []int {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, c)
+		}
+	}
+	return pids
 }
 
 // sharedDaemons are the shared processes whose socket is under dir.
