@@ -2,7 +2,7 @@
 GO ?= go
 
 .PHONY: all generate check-generate build cross test race vet lint fuzz faults interop bench bench-toolsearch bench-shared bench-compare \
-	dist dist-check goreleaser-check release publish-registry
+	dist dist-check goreleaser-check release publish-registry tree-check
 
 all: check-generate lint test
 
@@ -63,6 +63,10 @@ cross:
 
 test:
 	$(GO) test ./...
+
+# No built program and no file over 1 MiB outside testdata/ is tracked (CI runs it).
+tree-check:
+	bash .ci/tree-check
 
 race:
 	$(GO) test -race ./...
