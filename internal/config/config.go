@@ -1,7 +1,8 @@
 // Package config loads the configuration file: it reads it, parses the JSON, validates the raw
 // document against the schema in schema/, decodes it into the generated types of gen/config,
 // converts those at once into the small domain types below and expands environment
-// references. Nothing may be started before Load has returned without error.
+// references. Nothing may be served before Load has returned without error; the check command
+// alone may go on with the servers that an *UnusableServersError says are usable.
 package config
 
 import (
@@ -90,6 +91,46 @@ func (e *Error) Error() string {
 	}
 	return b.String()
 }
+
+// UnusableServersError is the error of Load and Parse for a file that is valid but some of
+// whose servers cannot be started as written: an environment variable they refer to is not set
+// (the common case), a VS Code input, a "cwd" that is not a directory, an "envFile" that cannot
+// be read. Every such problem of every server is found before it is returned, so that one run
+// says all of them.
+//
+// Serving stops with it, as with any error of Load: its message (Error) names every problem, a
+// line each, as "<file>: <JSON Pointer>: server "<key>": <what>", followed by the hint to set
+// the variables or give defaults. The check command may go on with Usable, so that one unset
+// variable does not keep the other servers from being checked:
+//
+//	cfg, warnings, err := config.Load(path, os.LookupEnv)
+//	var unusable *config.UnusableServersError
+//	if errors.As(err, &unusable) {
+//		fmt.Fprintln(stderr, err)   // every unset variable, at once
+//		cfg = unusable.Usable       // then check the others; the result is a failure
+//	}
+//
+// errors.As finds the *Error inside it too (Unwrap).
+type UnusableServersError struct {
+	// Err holds every problem found, in the order of the servers (sorted by key) and of their
+	// fields; its message is this error's.
+	Err *Error
+	// Usable is the configuration of the servers that have no problem: what Load would
+	// return had the others not been in the file. Its Skipped are the file's disabled and
+	// remote entries, as ever; the unusable servers are in neither list.
+	Usable *Config
+	// Missing are the environment variables that are not set, by the key of the server that
+	// refers to them without a default, each once per server, in order of appearance; Err
+	// says where each is used (the JSON Pointer of every value that refers to it).
+	Missing map[string][]string
+	// Unusable are the keys of the servers left out of Usable, sorted: those of Missing, and
+	// those with another problem.
+	Unusable []string
+}
+
+func (e *UnusableServersError) Error() string { return e.Err.Error() }
+
+func (e *UnusableServersError) Unwrap() error { return e.Err }
 
 // Warning is a part of the configuration that is ignored.
 type Warning struct {

@@ -92,7 +92,16 @@ func render(cfg *Config, warnings []Warning, err error) string {
 	}
 	if err != nil {
 		fmt.Fprintf(&b, "error:\n%s\n", err)
-		return b.String()
+		var unusable *UnusableServersError
+		if !errors.As(err, &unusable) {
+			return b.String()
+		}
+		fmt.Fprintf(&b, "unusable: %q\n", unusable.Unusable)
+		for _, key := range slices.Sorted(maps.Keys(unusable.Missing)) {
+			fmt.Fprintf(&b, "missing for %q: %q\n", key, unusable.Missing[key])
+		}
+		b.WriteString("usable:\n")
+		cfg = unusable.Usable
 	}
 	for _, s := range cfg.Servers {
 		fmt.Fprintf(&b, "server %q\n  command %q\n", s.Key, s.Command)

@@ -244,11 +244,13 @@ func unknownFields(file, root, key string, fields map[string]any) []Warning {
 // files that cannot be read.
 func expand(cfg *Config, root string, entries []entry, x *expansion) error {
 	var problems []Problem
-	anyMissing := false
+	missing := map[string][]string{} // by key, each name once
 	report := func(key string, r expanded, tokens ...string) {
 		ptr := pointer(append([]string{root, key}, tokens...)...)
 		for _, name := range r.missing {
-			anyMissing = true
+			if !slices.Contains(missing[key], name) {
+				missing[key] = append(missing[key], name)
+			}
 			problems = append(problems, Problem{
 				Pointer: ptr,
 				Message: fmt.Sprintf("server %q: environment variable %s is not set", key, name),
@@ -263,8 +265,11 @@ func expand(cfg *Config, root string, entries []entry, x *expansion) error {
 		}
 	}
 	dir := filepath.Dir(cfg.File)
+	usable := &Config{File: cfg.File, Skipped: cfg.Skipped}
+	var unusable []string
 	for _, e := range entries {
 		s := e.server
+		before := len(problems)
 		var r expanded
 		s.Command, r = x.expand(s.Command)
 		report(s.Key, r, "command")
@@ -312,16 +317,21 @@ func expand(cfg *Config, root string, entries []entry, x *expansion) error {
 			s.EnvFile = path
 		}
 		cfg.Servers = append(cfg.Servers, s)
+		if len(problems) == before {
+			usable.Servers = append(usable.Servers, s)
+		} else {
+			unusable = append(unusable, s.Key)
+		}
 	}
 	if len(problems) == 0 {
 		return nil
 	}
 	e := &Error{File: cfg.File, Problems: problems}
-	if anyMissing {
+	if len(missing) > 0 {
 		e.Hint = "set the missing variables in the environment that starts mcp-simple-aggregator, " +
 			"or give a default in the configuration as ${NAME:-default}"
 	}
-	return e
+	return &UnusableServersError{Err: e, Usable: usable, Missing: missing, Unusable: unusable}
 }
 
 // vscodeRoot is the object that holds the servers in VS Code's own format (.vscode/mcp.json).
