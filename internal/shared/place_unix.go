@@ -23,22 +23,44 @@ type place struct {
 	dir, socket, lock, log string
 }
 
+// maxSocket is the longest socket path the place may have: a Unix socket's path holds 104
+// bytes on macOS and the BSDs and 108 on Linux, the NUL that ends it included.
+const maxSocket = 100
+
+// shortBase is where the short place is made when the natural one's socket path would be too
+// long: macOS's TMPDIR (/var/folders/xx/…/T/) alone is about 48 characters.
+var shortBase = "/tmp"
+
 // locate is the place of the build: $XDG_RUNTIME_DIR/mcp-simple-aggregator (a per-user
-// directory the system cleans), else a directory of the user's in the temporary directory.
+// directory the system cleans), else a directory of the user's in the temporary directory;
+// when its socket path would be too long for a Unix socket, a directory of the user's in
+// /tmp, which is as private (the same checks).
 func locate(build string) (place, error) {
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcp-simple-aggregator-%d", os.Getuid()))
 	if base := os.Getenv("XDG_RUNTIME_DIR"); base != "" {
 		dir = filepath.Join(base, "mcp-simple-aggregator")
 	}
-	if err := private(dir); err != nil {
-		return place{}, err
+	p := at(dir, build)
+	if len(p.socket) <= maxSocket {
+		if err := private(dir); err != nil {
+			return place{}, err
+		}
+		return p, nil
 	}
+	short := at(filepath.Join(shortBase, fmt.Sprintf("mcp-simple-aggregator-%d", os.Getuid())), build)
+	if len(short.socket) > maxSocket {
+		return place{}, fmt.Errorf("the socket paths %s and %s are too long for a Unix socket (at most %d bytes); set XDG_RUNTIME_DIR or TMPDIR to a shorter directory", p.socket, short.socket, maxSocket)
+	}
+	if err := private(short.dir); err != nil {
+		return place{}, fmt.Errorf("the socket path %s is too long for a Unix socket (at most %d bytes), and the shorter place cannot be used: %w; set XDG_RUNTIME_DIR or TMPDIR to a shorter directory", p.socket, maxSocket, err)
+	}
+	return short, nil
+}
+
+// at is the place of the build in dir.
+func at(dir, build string) place {
 	name := filepath.Join(dir, "shared-"+build)
-	p := place{dir: dir, socket: name + ".sock", lock: name + ".lock", log: name + ".log"}
-	if len(p.socket) > 100 {
-		return place{}, fmt.Errorf("the socket path %s is too long for a Unix socket; set XDG_RUNTIME_DIR or TMPDIR to a shorter directory", p.socket)
-	}
-	return p, nil
+	return place{dir: dir, socket: name + ".sock", lock: name + ".lock", log: name + ".log"}
 }
 
 // private makes dir, or checks it: a directory, not a link, the user's, and no one else's
