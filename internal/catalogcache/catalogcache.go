@@ -14,6 +14,11 @@
 // written by another version of the program, or is for another identity is not used; the
 // caller says so once, and starts the server: the cache is never the reason a server is
 // missing.
+//
+// The entries are named by HMAC under the key, so an entry written under another key can never
+// be read again. A key file that is damaged (or was removed while entries stayed) is made
+// again, and every entry removed with it: Open says so once (Cache.Warning), and the cache is
+// empty, never left with orphans.
 package catalogcache
 
 import (
@@ -39,6 +44,8 @@ const format = 1
 type Cache struct {
 	dir string
 	key []byte // of the identities
+	// warning is what Open found wrong with the key, and mended; "" when nothing.
+	warning string
 }
 
 // Default is the directory of the program's cache in the user's cache directory.
@@ -51,7 +58,9 @@ func Default() (string, error) {
 }
 
 // Open opens the cache in dir, made (mode 0700) when missing. A directory that others may read
-// or write is made private again: the entries are the user's.
+// or write is made private again: the entries are the user's. A key file that is damaged, or
+// missing while entries are there, is made again and the entries are removed; Warning then says
+// so, for the caller to say once.
 func Open(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("the catalog cache %s: %w", dir, err)
@@ -75,24 +84,193 @@ func Open(dir string) (*Cache, error) {
 // Dir is the cache's directory.
 func (c *Cache) Dir() string { return c.dir }
 
-// keyFile holds the key of the identities.
-const keyFile = "key"
+// Warning is what Open found wrong with the cache and mended: its key file was damaged (or
+// missing while catalogs were cached under it), so it was made again and every cached catalog
+// removed, since none could be read any more. It is "" when Open found nothing wrong. The
+// cache works all the same (empty); the caller says it once, as a warning.
+func (c *Cache) Warning() string { return c.warning }
 
-// loadKey reads the key of the identities, made when missing.
+const (
+	// keyFile holds the key of the identities, keySize bytes.
+	keyFile = "key"
+	keySize = 32
+)
+
+// loadKey reads the key of the identities. When the key file is missing or damaged, a new key
+// is made and the entries written under the old one are removed (they are named by HMAC under
+// it: nothing could read them again), saying so in c.warning unless there was nothing to say
+// (a first use, or a cache cleared).
+//
+// Other processes of the user may open the cache at the same time: a new key is made
+// exclusively (a complete file linked into place, never replacing one), so that one key wins
+// and every process uses it; a damaged file is moved aside before it is removed, and what was
+// moved is put back when it is a key another process made meanwhile.
 func (c *Cache) loadKey() ([]byte, error) {
 	path := filepath.Join(c.dir, keyFile)
-	key, err := os.ReadFile(path)
-	if err == nil && len(key) == 32 {
+	damaged, removed := "", 0 // what this call found and did, for the warning
+	for range 5 {
+		key, damage := readKey(path)
+		if key != nil {
+			// After a try of this call's: the key another process made meanwhile. Each process
+			// says what it found itself.
+			c.warning = keyWarning(path, damaged, removed)
+			return key, private(path)
+		}
+		if damage != "" {
+			if damaged == "" {
+				damaged = damage
+			}
+			mended, err := setAside(path)
+			if err != nil {
+				return nil, fmt.Errorf("the catalog cache %s: its key file %s is damaged (%s) and cannot be removed: %w", c.dir, path, damage, err)
+			}
+			if mended {
+				continue // another process made the key meanwhile: it is back in place
+			}
+		}
+		n, err := c.clearEntries()
+		removed += n
+		if err != nil {
+			return nil, fmt.Errorf("the catalog cache %s: the catalogs cached under its old key cannot be removed: %w", c.dir, err)
+		}
+		key = make([]byte, keySize)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		switch err := createKey(path, key); {
+		case errors.Is(err, fs.ErrExist):
+			continue // another process made one first: it is the key
+		case err != nil:
+			return nil, fmt.Errorf("the catalog cache %s: %w", c.dir, err)
+		}
+		c.warning = keyWarning(path, damaged, removed)
 		return key, nil
 	}
-	key = make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
+	return nil, fmt.Errorf("the catalog cache %s: its key file %s keeps changing (other processes make it at the same time)", c.dir, path)
+}
+
+// readKey reads the key file at path: the key; or nil and why the file there is not one; or
+// nil and "" when there is none.
+func readKey(path string) (key []byte, damage string) {
+	key, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(key) == keySize:
+		return key, ""
+	case err == nil:
+		return nil, fmt.Sprintf("it holds %d bytes, not %d", len(key), keySize)
+	case errors.Is(err, fs.ErrNotExist):
+		if _, lerr := os.Lstat(path); errors.Is(lerr, fs.ErrNotExist) {
+			return nil, ""
+		}
 	}
-	if err := writeAtomic(path, key); err != nil {
-		return nil, fmt.Errorf("the catalog cache %s: %w", c.dir, err)
+	return nil, fmt.Sprintf("it cannot be read: %v", err)
+}
+
+// setAside removes the damaged key file at path: it is renamed first, and read again under
+// its new name. A key that another process made in its place since it was read is put back
+// (mended is true: the caller reads it again); anything else is removed.
+func setAside(path string) (mended bool, err error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	aside := path + ".damaged-" + hex.EncodeToString(b[:])
+	switch err := os.Rename(path, aside); {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, nil // another process removed it: read again
+	case err != nil:
+		return false, err
 	}
-	return key, nil
+	if key, _ := readKey(aside); key != nil {
+		_ = os.Link(aside, path) // fails only when yet another key is in place: that one is read
+		return true, os.Remove(aside)
+	}
+	return false, os.RemoveAll(aside)
+}
+
+// keyWarning says that the key file at path was made again because it was damaged (damage says
+// how) or missing, and how many catalogs cached under the old key were removed; "" for a
+// missing key that had none (a first use, or a cache cleared).
+func keyWarning(path, damage string, removed int) string {
+	lost := "no catalog was cached under it"
+	if removed > 0 {
+		lost = fmt.Sprintf("the %d catalogs cached under the old key were removed, since none could be read any more: with --lazy, each of their servers starts with its next session once, and is cached again", removed)
+	}
+	switch {
+	case damage != "":
+		return fmt.Sprintf("the catalog cache's key file %s was damaged (%s): a new key was made, and %s", path, damage, lost)
+	case removed > 0:
+		return fmt.Sprintf("the catalog cache's key file %s was missing: a new key was made, and %s", path, lost)
+	}
+	return ""
+}
+
+// staleAfter is the age after which a temporary file of the cache's is a leftover of a process
+// that ended in the middle of a write; a younger one may be another process's write under way.
+const staleAfter = time.Minute
+
+// clearEntries removes every entry of the cache's directory, and the temporary files that
+// processes left when they ended in the middle of a write, and returns how many entries it
+// removed. The key, and temporary files being written, stay.
+func (c *Cache) clearEntries() (int, error) {
+	files, err := os.ReadDir(c.dir)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, f := range files {
+		entry := strings.HasSuffix(f.Name(), ".json")
+		if f.Name() == keyFile || f.IsDir() {
+			continue
+		}
+		if !entry {
+			if info, err := f.Info(); err != nil || time.Since(info.ModTime()) < staleAfter {
+				continue
+			}
+		}
+		switch err := os.Remove(filepath.Join(c.dir, f.Name())); {
+		case err == nil && entry:
+			removed++
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// createKey writes key to path (mode 0600), failing with fs.ErrExist when there is a file
+// there already: the key is written whole to a temporary file first, then linked into place,
+// so that no process ever reads a part of it. Where the file system has no hard links, the
+// temporary file is renamed into place instead (which replaces).
+func createKey(path string, key []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-key-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := writeClose(tmp, key); err != nil {
+		return err
+	}
+	err = os.Link(tmp.Name(), path)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrExist):
+		return fs.ErrExist
+	case errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// private makes the file at path the user's alone (0600) when others may read or write it.
+func private(path string) error {
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("the catalog cache's key file %s is open to other users (mode %v) and cannot be made private: %w", path, info.Mode().Perm(), err)
+	}
+	return nil
 }
 
 // Server is what decides what a server says, for its identity.
@@ -281,6 +459,14 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // gone after the rename
+	if err := writeClose(tmp, data); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// writeClose makes tmp the user's alone (0600), writes data to it, syncs and closes it.
+func writeClose(tmp *os.File, data []byte) error {
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
 		return err
@@ -293,8 +479,5 @@ func writeAtomic(path string, data []byte) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return tmp.Close()
 }
