@@ -35,6 +35,9 @@ type daemon struct {
 	procs    []*proc
 	closed   bool
 	done     chan struct{}
+	stop     chan struct{} // closed by the first stop request
+	stopOnce sync.Once
+	stoppers []net.Conn // the stop requests' connections, closed once every server has ended
 }
 
 // startGrace is how long a shared process waits for its first session.
@@ -57,7 +60,7 @@ func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *sl
 		ln.Close()
 		return err
 	}
-	d := &daemon{socket: socket, linger: linger, log: log, ln: ln, sessions: map[net.Conn]SessionStatus{}, done: make(chan struct{})}
+	d := &daemon{socket: socket, linger: linger, log: log, ln: ln, sessions: map[net.Conn]SessionStatus{}, done: make(chan struct{}), stop: make(chan struct{})}
 	time.AfterFunc(startGrace, d.maybeExit)
 	go d.accept()
 	select {
@@ -66,12 +69,21 @@ func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *sl
 	case <-ctx.Done():
 		log.Info("stopping every server and exiting", "reason", context.Cause(ctx))
 		d.shutdown()
+	case <-d.stop:
+		log.Info("stopping every server and exiting", "reason", "the stop command")
+		d.shutdown()
+		d.mu.Lock()
+		for _, c := range d.stoppers {
+			c.Close()
+		}
+		d.mu.Unlock()
 	}
 	return nil
 }
 
-// shutdown stops every server process, and the shared process with them: sessions see their
-// servers end, and start another shared process.
+// shutdown stops every server process (as a session's shutdown stops its servers: stdin
+// closed, then SIGTERM, then SIGKILL to its process group), and the shared process with them:
+// sessions see their servers end, as after a crash of the shared process, and start another.
 func (d *daemon) shutdown() {
 	d.mu.Lock()
 	d.closed = true
@@ -128,6 +140,15 @@ func (d *daemon) serve(conn net.Conn) {
 		line, _ := json.Marshal(d.status())
 		_, _ = conn.Write(append(line, '\n'))
 		conn.Close()
+	case kindStop:
+		// What it stops, then the stop itself; the connection stays open until every server
+		// has ended, which is how the stop command knows.
+		line, _ := json.Marshal(d.status())
+		_, _ = conn.Write(append(line, '\n'))
+		d.mu.Lock()
+		d.stoppers = append(d.stoppers, conn)
+		d.mu.Unlock()
+		d.stopOnce.Do(func() { close(d.stop) })
 	default:
 		conn.Close()
 	}

@@ -293,6 +293,44 @@ func (s *Session) Status() (st Status, ok bool, err error) {
 	return st, true, json.Unmarshal(data, &st)
 }
 
+// StopWait bounds the wait of StopShared for the shared process to exit, once it has said
+// what it stops: its servers are given the grace of a shutdown each, together.
+const StopWait = 30 * time.Second
+
+// StopShared stops the shared process of this build, if one runs: it stops every server it
+// runs and exits. It returns what the process ran; ok is false when none runs. It waits until
+// every server has ended and the process is exiting (at most StopWait). Sessions still attached go on as after a crash of
+// the shared process: their calls in flight fail, and their servers start again.
+func (s *Session) StopShared() (st Status, ok bool, err error) {
+	if err := private(s.place.dir); err != nil {
+		return st, false, err
+	}
+	conn, err := s.connectTo()
+	if err != nil {
+		return st, false, nil
+	}
+	defer conn.Close()
+	line, _ := json.Marshal(hello{Protocol: protocol, Kind: kindStop})
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return st, false, fmt.Errorf("the shared process %s: %w", s.place.socket, err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(conn)
+	data, err := r.ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(data, &st)
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("the shared process %s did not answer the stop: %w", s.place.socket, err)
+	}
+	// It closes the connection once its servers have ended.
+	_ = conn.SetReadDeadline(time.Now().Add(StopWait))
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return st, true, fmt.Errorf("the shared process %d did not exit within %v: %w", st.PID, StopWait, err)
+	}
+	return st, true, nil
+}
+
 // Attachment is a server of the session: its process is the shared process's. It is an
 // aggregator.Process.
 type Attachment struct {

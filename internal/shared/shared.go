@@ -38,11 +38,12 @@ const protocol = "mcp-simple-aggregator/shared/1"
 const DefaultLinger = 5 * time.Minute
 
 // Connection kinds: a session's own connection (its life is the session's), one server's
-// attachment, and a status query (check).
+// attachment, a status query (check), and a request to stop (the stop command).
 const (
 	kindSession = "session"
 	kindAttach  = "attach"
 	kindStatus  = "status"
+	kindStop    = "stop"
 )
 
 // hello is the first line a session writes on a connection to the shared process.
