@@ -1,8 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -10,17 +10,68 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 )
 
-// runCheck runs the check command: the report goes to stdout, as a table or as JSON.
-// It also says what the shared process of --share runs, when one runs.
-func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, cl options, stdout io.Writer) int {
-	rep := aggregator.Check(ctx, cfg, opts)
+// checkCmd starts every server of a configuration as serving does, reports how each started
+// and what it serves, then stops them all.
+type checkCmd struct {
+	config     configFlags
+	policy     policyFlags
+	json       bool   // print JSON
+	cursorName string // the aggregator's entry name in Cursor's configuration
+}
+
+func (*checkCmd) name() string     { return "check" }
+func (*checkCmd) synopsis() string { return "check --config FILE [flags]" }
+
+func (*checkCmd) help() string {
+	return `Starts every server of FILE as serving does, prints a table of how each one
+started (status, start-up time, protocol, counts of tools, prompts and resources)
+and every tool name, marking the names that clients would reject, then stops them
+all. It also lists hidden characters in what the servers tell the model and, when
+there is a lock file beside FILE (FILE with .lock.json for .json), each definition
+that differs from it; a difference fails the check too. Give it the flags you
+serve with: it says what they make of FILE (names, restarts, --lazy, --pinned).
+When a shared process of --share runs, it says what that process runs.
+`
+}
+
+func (*checkCmd) footer() string {
+	return `Exit status: 0 when every server is healthy, 1 otherwise, 2 when the command
+line is wrong.
+`
+}
+
+func (c *checkCmd) setFlags(fs *flag.FlagSet) {
+	c.config.set(fs)
+	c.policy.set(fs)
+	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
+	fs.StringVar(&c.cursorName, "cursor-name", "aggregator",
+		"the `NAME` of the aggregator's entry in Cursor's mcp.json, which Cursor counts with every tool name against its 60 characters")
+}
+
+func (c *checkCmd) check(args []string) error {
+	return firstError(noArguments(args), c.config.check(), c.policy.check())
+}
+
+// run prints the report on stdout, as a table or as JSON, and what the shared process of
+// --share runs, when one runs.
+func (c *checkCmd) run(_ []string, env *environment) int {
+	s, ok := begin(&c.config, env)
+	if !ok {
+		return exitError
+	}
+	defer s.done()
+	c.policy.apply(&s.opts)
+	s.opts.CursorEntry = c.cursorName
+	if c.policy.lazy {
+		s.useCache()
+	}
+	rep := aggregator.Check(s.ctx, s.cfg, s.opts)
 	st := sharedStatus()
-	if cl.json {
-		enc := json.NewEncoder(stdout)
+	if c.json {
+		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		enc.Encode(struct {
@@ -28,9 +79,9 @@ func runCheck(ctx context.Context, cfg *config.Config, opts aggregator.Options, 
 			Shared *shared.Status `json:"shared,omitempty"`
 		}{rep, st})
 	} else {
-		writeReport(stdout, rep)
-		if st != nil || cl.share {
-			writeShared(stdout, st)
+		writeReport(env.stdout, rep)
+		if st != nil || c.policy.share {
+			writeShared(env.stdout, st)
 		}
 	}
 	if !rep.OK {

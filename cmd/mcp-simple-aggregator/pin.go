@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,14 +16,56 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/trust"
 )
 
-// runPin runs the pin command: the servers of cfg (or those of keys) are started and checked
-// as check starts them (aggregator.Check starts and stops them), what each lists now is pinned
-// in the lock file beside the configuration, in place of its entry, and the lock is written.
-// What differs from the lock it replaces is printed first, on stdout: it is what the user
-// accepts. A server that fails to start keeps its entry; without keys, the entries of servers
-// no longer in the configuration are removed. It exits with 1 when a server failed (the lock
-// is written for the others) or none could start (nothing is written).
-func runPin(ctx context.Context, cfg *config.Config, opts aggregator.Options, keys []string, stdout io.Writer, log *slog.Logger) int {
+// pinCmd starts the servers of a configuration as check does and writes what they list now
+// into the lock file beside it, which serving with --pinned holds them to.
+type pinCmd struct {
+	config  configFlags
+	servers keys // the servers to pin; none for every one
+}
+
+func (*pinCmd) name() string     { return "pin" }
+func (*pinCmd) synopsis() string { return "pin --config FILE [--server KEY]... [flags]" }
+
+func (*pinCmd) help() string {
+	return `Starts the servers of FILE as check does and writes what they list now into the
+lock file beside FILE (FILE with .lock.json for .json): every server, or those
+named with --server, after printing what differs from the lock it replaces.
+Serving with --pinned then withholds every definition that differs from the lock.
+`
+}
+
+func (*pinCmd) footer() string {
+	return `Exit status: 0 when every server was pinned, 1 when one failed to start (the
+others are pinned) or none could, 2 when the command line is wrong.
+`
+}
+
+func (c *pinCmd) setFlags(fs *flag.FlagSet) {
+	c.config.set(fs)
+	fs.Var(&c.servers, "server", "the `KEY` of a server to pin, the others keeping their entries in the lock (repeat it for several); without it, every server")
+}
+
+func (c *pinCmd) check(args []string) error {
+	return firstError(noArguments(args), c.config.check())
+}
+
+func (c *pinCmd) run(_ []string, env *environment) int {
+	s, ok := begin(&c.config, env)
+	if !ok {
+		return exitError
+	}
+	defer s.done()
+	return pin(s.ctx, s.cfg, s.opts, c.servers, env.stdout, s.log)
+}
+
+// pin pins the servers of cfg (or those of keys): they are started and checked as check starts
+// them (aggregator.Check starts and stops them), what each lists now is pinned in the lock
+// file beside the configuration, in place of its entry, and the lock is written. What differs
+// from the lock it replaces is printed first, on stdout: it is what the user accepts. A server
+// that fails to start keeps its entry; without keys, the entries of servers no longer in the
+// configuration are removed. It exits with 1 when a server failed (the lock is written for the
+// others) or none could start (nothing is written).
+func pin(ctx context.Context, cfg *config.Config, opts aggregator.Options, keys []string, stdout io.Writer, log *slog.Logger) int {
 	path := trust.LockPath(cfg.File)
 	lock, err := trust.ReadLock(path)
 	switch {

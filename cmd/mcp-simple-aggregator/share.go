@@ -1,21 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 )
 
@@ -23,7 +19,7 @@ import (
 // shared process of this build (internal/shared), which it starts when none runs. When that
 // cannot be (Windows, or a place that is not private), it says why, and the session serves
 // unshared: nil.
-func joinShared(opts options, configFile string, aggOpts *aggregator.Options, log *slog.Logger) *shared.Session {
+func joinShared(linger time.Duration, configFile string, aggOpts *aggregator.Options, log *slog.Logger) *shared.Session {
 	if !shared.Supported {
 		log.Warn("--share is not supported on this system: every session runs its own servers")
 		return nil
@@ -34,7 +30,7 @@ func joinShared(opts options, configFile string, aggOpts *aggregator.Options, lo
 	exe, err := os.Executable()
 	if err == nil {
 		var sess *shared.Session
-		sess, err = shared.Join(shared.Options{Executable: exe, Version: buildVersion(), Config: configFile, Linger: opts.linger})
+		sess, err = shared.Join(shared.Options{Executable: exe, Version: buildVersion(), Config: configFile, Linger: linger})
 		if err == nil {
 			aggOpts.Start = func(spec child.Spec, client json.RawMessage, stderr io.Writer) (aggregator.Process, error) {
 				a, err := sess.Start(spec, client, stderr)
@@ -50,37 +46,6 @@ func joinShared(opts options, configFile string, aggOpts *aggregator.Options, lo
 	}
 	log.Warn("--share: " + err.Error() + "; this session runs its own servers")
 	return nil
-}
-
-// runShared runs the program as the shared process of --share (shared.DaemonArg SOCKET
-// LINGER), which a session starts: until it has no session and no server, or SIGTERM.
-func runShared(args []string, stderr io.Writer) int {
-	if len(args) != 2 {
-		fmt.Fprintf(stderr, "mcp-simple-aggregator: %s is started by a session with --share, as %s SOCKET LINGER\n", shared.DaemonArg, shared.DaemonArg)
-		return exitUsage
-	}
-	linger, err := time.ParseDuration(args[1])
-	if err != nil {
-		fmt.Fprintf(stderr, "mcp-simple-aggregator: %s: the linger %q: %v\n", shared.DaemonArg, args[1], err)
-		return exitUsage
-	}
-	log := logging.New(stderr, slog.LevelInfo)
-	child.SetLog(log)
-	// The watchdog ends the servers' process groups if this process is killed before it can.
-	if exe, err := os.Executable(); err != nil {
-		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the shared process", "error", err)
-	} else if err := child.StartWatchdog(exe, stderr); err != nil {
-		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the shared process", "error", err)
-	}
-	defer child.StopWatchdog()
-	signal.Ignore(syscall.SIGHUP) // it has no terminal, and no configuration to reload
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := shared.RunDaemon(ctx, args[0], linger, log); err != nil {
-		log.Error("the shared process failed", "error", err)
-		return exitError
-	}
-	return exitOK
 }
 
 // sharedStatus is what the shared process of this build runs, for check; nil when none runs

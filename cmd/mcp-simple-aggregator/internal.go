@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
+)
+
+// runInternal runs the program as one of its own helper processes, which it starts itself and
+// users never type: the watchdog (child.WatchdogArg) and the shared process of --share
+// (shared.DaemonArg). ok is false for any other command line.
+func runInternal(args []string, stdin io.Reader, stderr io.Writer) (code int, ok bool) {
+	switch {
+	case len(args) == 1 && args[0] == child.WatchdogArg:
+		child.RunWatchdog(stdin, stderr, child.WatchdogDefaultGrace)
+		return exitOK, true
+	case len(args) > 0 && args[0] == shared.DaemonArg:
+		return runShared(args[1:], stderr), true
+	}
+	return 0, false
+}
+
+// runShared runs the program as the shared process of --share (shared.DaemonArg SOCKET
+// LINGER), which a session starts: until it has no session and no server, SIGTERM, or stop.
+// Every line of its log starts with the time it was written.
+func runShared(args []string, stderr io.Writer) int {
+	if len(args) != 2 {
+		fmt.Fprintf(stderr, "%s: %s is started by a session with --share, as %s SOCKET LINGER\n", program, shared.DaemonArg, shared.DaemonArg)
+		return exitUsage
+	}
+	linger, err := time.ParseDuration(args[1])
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s: the linger %q: %v\n", program, shared.DaemonArg, args[1], err)
+		return exitUsage
+	}
+	stamped := logging.Timestamped(stderr, time.Now)
+	log := logging.New(stamped, slog.LevelInfo)
+	child.SetLog(log)
+	// The watchdog ends the servers' process groups if this process is killed before it can.
+	if exe, err := os.Executable(); err != nil {
+		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the shared process", "error", err)
+	} else if err := child.StartWatchdog(exe, stamped); err != nil {
+		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the shared process", "error", err)
+	}
+	defer child.StopWatchdog()
+	signal.Ignore(syscall.SIGHUP) // it has no terminal, and no configuration to reload
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := shared.RunDaemon(ctx, args[0], linger, log); err != nil {
+		log.Error("the shared process failed", "error", err)
+		return exitError
+	}
+	return exitOK
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/logging"
+)
+
+// startup is what serving, check and pin share before they start servers: the log on stderr,
+// the configuration read and checked, the watchdog, and the signals that end the command.
+type startup struct {
+	ctx  context.Context
+	log  *slog.Logger
+	cfg  *config.Config
+	opts aggregator.Options // with what the configuration flags set
+	done func()             // ends what begin started; call it last
+}
+
+// begin reads the configuration of f and starts what the servers need. A configuration that
+// cannot be used is said on stderr: ok is false, and the command ends with exitError.
+func begin(f *configFlags, env *environment) (s *startup, ok bool) {
+	level := slog.LevelWarn
+	if f.debug {
+		level = slog.LevelDebug
+	}
+	errw := logging.NewWriter(env.stderr, 4096)
+	log := logging.New(errw, level)
+	child.SetLog(log) // what the login shell says of its PATH, with --debug
+	var undo []func()
+	s = &startup{log: log, done: func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}}
+	undo = append(undo, func() { errw.Close(2 * time.Second) })
+
+	cfg, warnings, err := config.Load(f.path, os.LookupEnv)
+	for _, w := range warnings {
+		log.Warn(w.String())
+	}
+	if err != nil {
+		fmt.Fprintln(errw, err)
+		s.done()
+		return nil, false
+	}
+	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
+	s.cfg = cfg
+
+	// The watchdog ends the servers' process groups if this process is killed before it can.
+	if exe, err := os.Executable(); err != nil {
+		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the aggregator", "error", err)
+	} else if err := child.StartWatchdog(exe, env.stderr); err != nil {
+		log.Warn("cannot start the watchdog: servers may outlive a SIGKILL of the aggregator", "error", err)
+	}
+	undo = append(undo, child.StopWatchdog)
+
+	// SIGINT and SIGTERM end the command like the end of stdin: every child is stopped.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	undo = append(undo, stop)
+	s.ctx = ctx
+	s.opts = f.options()
+	s.opts.Log, s.opts.Stderr = log, errw
+	return s, true
+}
+
+// useCache sets the options of --lazy: the catalog cache in the user's cache directory. The
+// cache is never the reason a server is missing: without it, every server starts with the
+// session.
+func (s *startup) useCache() {
+	cache, err := openCache()
+	if err != nil {
+		s.log.Warn("--lazy: the catalog cache cannot be used, and every server starts with the session: " + err.Error())
+		return
+	}
+	s.opts.Lazy, s.opts.Cache = true, cache
+}
+
+// openCache opens the catalog cache in the user's cache directory.
+func openCache() (*catalogcache.Cache, error) {
+	dir, err := catalogcache.Default()
+	if err != nil {
+		return nil, err
+	}
+	return catalogcache.Open(dir)
+}
