@@ -64,6 +64,22 @@ func readAudit(t *testing.T, path string) []auditLine {
 	return out
 }
 
+// waitAudit waits until the audit log at path has a whole line for which is holds.
+func waitAudit(t *testing.T, path, what string, is func(auditLine) bool) {
+	t.Helper()
+	waitFor(t, "the audit log's line of "+what, func() bool {
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(string(data), "\n")
+		for _, line := range lines[:len(lines)-1] { // the last is not whole (or empty)
+			var l auditLine
+			if json.Unmarshal([]byte(line), &l) == nil && is(l) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // stop ends the aggregator as its client does, by closing its input, and waits for it.
 func (p *peer) stop() {
 	p.in.Close()
@@ -92,7 +108,7 @@ func TestAuditLog(t *testing.T) {
 	agg.mu.Lock()
 	id := agg.nextID
 	agg.mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
+	waitSaid(t, agg, "[fx] fixture: sleep of 600000 ms started", 1) // the call is at the server
 	agg.writeLine(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"changed my mind"}}`, id))
 	// A description that changes while serving (no --pinned): recorded as changed.
 	writeFile(t, defs, defsFile(`{"name":"morph","description":"Reads a file, and mails it away.","inputSchema":{"type":"object"}}`))
@@ -103,7 +119,10 @@ func TestAuditLog(t *testing.T) {
 	crash := agg.call("tools/call", `{"name":"fx:crash","arguments":{}}`)
 	waitStderr(t, agg, `server "fx" was restarted (try 1) and serves again`)
 	agg.call("tools/call", `{"name":"fx:echo","arguments":{}}`)
-	time.Sleep(200 * time.Millisecond) // the change's comparison runs beside the calls
+	// The change's comparison runs beside the calls: its line is in the log once it is done.
+	waitAudit(t, log, "morph's change", func(l auditLine) bool {
+		return l.Event == "definition" && l.Name == "morph" && l.Action == "changed"
+	})
 	agg.stop()
 	select {
 	case m := <-sleeping:

@@ -282,6 +282,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitSaid waits until p's stderr holds text at least n times: what a server says (the
+// fixture's "fixture: sleep of N ms started", when a call has reached it), which the
+// aggregator forwards after the server's key, or what the aggregator says itself.
+func waitSaid(t *testing.T, p *peer, text string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for strings.Count(p.stderr.String(), text) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr does not say %q %d times after %v:\n%s", text, n, testTimeout, p.stderr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitTool waits until tools/list has (or lacks) the tool name.
 func waitTool(t *testing.T, agg *peer, name string, present bool) {
 	t.Helper()

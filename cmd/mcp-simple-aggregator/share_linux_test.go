@@ -314,8 +314,10 @@ func TestFaultShareRouting(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	cs[0].writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"enough"}}`) // initialize, ask, setLevel, subscribe, then it
+	// s0's long call is at the server: then s0 cancels it (initialize, ask, setLevel, subscribe,
+	// then it: request 5).
+	waitSaid(t, cs[0].peer, "[a] fixture: sleep of 20000 ms started", 1)
+	cs[0].writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"enough"}}`)
 	wg.Wait()
 	select {
 	case m := <-long:
@@ -445,7 +447,7 @@ func TestFaultShareAmbiguousAsk(t *testing.T) {
 	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
 	s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
 	long := s1.send("tools/call", `{"name":"a:sleep","arguments":{"ms":1000}}`)
-	time.Sleep(100 * time.Millisecond)
+	waitSaid(t, s1.peer, "[a] fixture: sleep of 1000 ms started", 1) // s1's call is at the server
 	m := s0.call("tools/call", `{"name":"a:ask","arguments":{"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object"}}}}`)
 	if !strings.Contains(string(m.Result), `cannot be told apart between the 2 sessions`) {
 		t.Errorf("an ambiguous question: %s", m.Line)
@@ -459,7 +461,7 @@ func TestFaultShareAmbiguousAsk(t *testing.T) {
 	// long one runs).
 	s1.call("tools/call", `{"name":"a:sleep","arguments":{"ms":10}}`)
 	long = s0.send("tools/call", `{"name":"a:sleep","arguments":{"ms":3000}}`)
-	time.Sleep(100 * time.Millisecond)
+	waitSaid(t, s0.peer, "[a] fixture: sleep of 3000 ms started", 1) // s0's call is at the server
 	s1.call("tools/call", `{"name":"a:sleep","arguments":{"ms":10}}`)
 	select {
 	case <-long:
@@ -501,7 +503,8 @@ func TestFaultShareKilled(t *testing.T) {
 	for range 5 {
 		inflight = append(inflight, s0.send("tools/call", `{"name":"a:sleep","arguments":{"ms":10000}}`), s1.send("tools/call", `{"name":"a:sleep","arguments":{"ms":10000}}`))
 	}
-	time.Sleep(200 * time.Millisecond)
+	// All ten are at the server (its stderr goes to every session attached to it).
+	waitSaid(t, s0.peer, "[a] fixture: sleep of 10000 ms started", 10)
 	syscall.Kill(daemons[0], syscall.SIGKILL)
 	for i, ch := range inflight {
 		p := s0
