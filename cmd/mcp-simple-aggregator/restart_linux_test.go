@@ -84,6 +84,10 @@ func TestFaultRestartGivesUp(t *testing.T) {
 	if took := time.Since(start); took < 750*time.Millisecond || took > 8*time.Second {
 		t.Errorf("given up after %v", took)
 	}
+	// stderr is read apart from stdout: the lines of the give-up and of the last start may
+	// still be on their way when list_changed is here.
+	waitSaid(t, agg, `is given up after 4 restarts in a row`, 1)
+	waitSaid(t, agg, "[loop] fixture: exiting at start", 4)
 	stderr := agg.stderr.String()
 	if n := strings.Count(stderr, `server "loop": restart try`); n != 3 {
 		t.Errorf("%d failed tries reported before the last, want 3:\n%s", n, stderr)
@@ -122,6 +126,8 @@ func TestFaultRestartTryIsOneStart(t *testing.T) {
 	if !agg.note("notifications/tools/list_changed", 10*time.Second) {
 		t.Fatalf("no list_changed after giving up; stderr:\n%s", agg.stderr)
 	}
+	waitSaid(t, agg, "given up after 1 restarts in a row", 1) // stderr comes apart from list_changed
+	waitSaid(t, agg, "[loop] fixture: exiting at start", 1)
 	stderr := agg.stderr.String()
 	if n := strings.Count(stderr, "[loop] fixture: exiting at start"); n != 1 {
 		t.Errorf("%d starts for --max-restarts 1, want 1:\n%s", n, stderr)
