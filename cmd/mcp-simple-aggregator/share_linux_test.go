@@ -18,11 +18,20 @@ import (
 // user share one process per server through the shared process, each message stays in its
 // session, and nothing is left after the last session and the linger.
 
+// shortTemp is where a test makes a directory whose path must stay short (a socket's is at
+// most 107 bytes): the temporary directory, or /tmp when TMPDIR is long.
+func shortTemp() string {
+	if dir := os.TempDir(); len(dir) <= 30 {
+		return dir
+	}
+	return "/tmp"
+}
+
 // shareDir gives the test a runtime directory of its own, where its sessions find their shared
 // process (and no other test's), and returns the shared process's directory in it.
 func shareDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "share") // short: a socket's path is at most 107 bytes
+	dir, err := os.MkdirTemp(shortTemp(), "share")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,4 +699,123 @@ func TestFaultShareModernAtOnce(t *testing.T) {
 		s.in.Close()
 	}
 	nothingShared(t, dir, tag)
+}
+
+// dirOfLength makes a directory whose path is n bytes long, and removes it at the end of the
+// test.
+func dirOfLength(t *testing.T, n int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(shortTemp(), "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir += "/" + strings.Repeat("x", n-len(dir)-1)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ownBuild is a copy of the program, which is another build: its sessions have a shared process
+// of their own, wherever its place is (the short place in /tmp is the user's, shared with their
+// other tests and sessions).
+func ownBuild(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(aggBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(t.TempDir(), "mcp-simple-aggregator")
+	if err := os.WriteFile(exe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// sharedProcsOf lists the live shared processes of the program exe, with their sockets.
+func sharedProcsOf(exe string) map[int]string {
+	out := map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if args := strings.Split(cmdline(pid), " "); len(args) >= 3 && args[0] == exe && args[1] == "__shared" && alive(pid) {
+			out[pid] = args[2]
+		}
+	}
+	return out
+}
+
+// macOS's TMPDIR (/var/folders/xx/.../T/, about 48 characters) and no XDG_RUNTIME_DIR: where the
+// socket's path in the temporary directory would be too long, the sessions share through a
+// short place of the user's in /tmp (issue #34), as private: three sessions, one process per
+// server, and nothing left after them.
+func TestFaultShareLongTMPDIR(t *testing.T) {
+	for _, n := range []int{48, 60} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			exe := ownBuild(t)
+			tag := newTag(t)
+			path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`, "b": `+tagged(tag)+`}}`)
+			tmp := dirOfLength(t, n-1) + "/" // n characters, as macOS spells it
+			t.Setenv("TMPDIR", tmp)
+			t.Setenv("XDG_RUNTIME_DIR", "")
+			os.Unsetenv("XDG_RUNTIME_DIR")
+
+			var sessions []*peer
+			for i := range 3 {
+				s := startPeer(t, exe, "--config", path, "--share", "--linger", "1s")
+				s.initialize("test")
+				sessions = append(sessions, s)
+				for _, key := range []string{"a", "b"} {
+					if m := s.call("tools/call", fmt.Sprintf(`{"name":"%s:echo","arguments":{"session":%d}}`, key, i)); !strings.Contains(string(m.Result), fmt.Sprintf(`"structuredContent":{"session":%d}`, i)) {
+						t.Errorf("session %d, %s:echo: %s", i, key, m.Line)
+					}
+				}
+			}
+			if got := len(taggedProcs(tag)); got != 2 {
+				t.Errorf("%d server processes for three sessions of two servers, want 2", got)
+			}
+			daemons := sharedProcsOf(exe)
+			if len(daemons) != 1 {
+				t.Fatalf("shared processes %v, want 1", daemons)
+			}
+			// The socket is where a Unix socket can be: in the temporary directory when its path
+			// is short enough there (root's uid is short), else in the short place in /tmp.
+			dir := filepath.Join(tmp, fmt.Sprintf("mcp-simple-aggregator-%d", os.Getuid()))
+			for _, socket := range daemons {
+				if len(filepath.Join(dir, filepath.Base(socket))) > 100 {
+					dir = filepath.Join("/tmp", filepath.Base(dir))
+				}
+				if filepath.Dir(socket) != dir || len(socket) > 100 {
+					t.Errorf("the socket is %s, want one of at most 100 bytes in %s", socket, dir)
+				}
+				if info, err := os.Lstat(dir); err != nil {
+					t.Error(err)
+				} else if !info.IsDir() || info.Mode().Perm() != 0o700 {
+					t.Errorf("the place %s has mode %v, want a directory of mode 0700", dir, info.Mode())
+				}
+				if info, err := os.Stat(socket); err != nil {
+					t.Error(err)
+				} else if info.Mode().Perm() != 0o600 {
+					t.Errorf("the socket %s has mode %v, want 0600", socket, info.Mode())
+				}
+			}
+			for i, s := range sessions {
+				if strings.Contains(s.stderr.String(), "runs its own servers") {
+					t.Errorf("session %d did not share:\n%s", i, s.stderr)
+				}
+				s.in.Close()
+			}
+			noneLeft(t, tag)
+			waitFor(t, "the end of the shared process after its last session and the linger", func() bool { return len(sharedProcsOf(exe)) == 0 })
+			for _, socket := range daemons {
+				if _, err := os.Lstat(socket); err == nil {
+					t.Errorf("the socket %s outlived its shared process", socket)
+				}
+			}
+		})
+	}
 }
