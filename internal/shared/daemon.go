@@ -190,6 +190,9 @@ func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 	var err error
 	if p == nil && !d.closed {
 		p, err = d.spawn(h)
+		if p != nil {
+			p.apart = d.apartFrom(h, p)
+		}
 	} else if p == nil {
 		err = errors.New("the shared process is exiting")
 	}
@@ -203,7 +206,7 @@ func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 		conn.Close()
 		return
 	}
-	line, _ := json.Marshal(reply{PID: p.child.PID(), Joined: joined, LoginShellPath: p.child.LoginShellPath()})
+	line, _ := json.Marshal(reply{PID: p.child.PID(), Joined: joined, LoginShellPath: p.child.LoginShellPath(), Apart: p.apart})
 	if _, err := conn.Write(append(line, '\n')); err != nil {
 		conn.Close()
 		p.abandon(h.Session)
@@ -214,7 +217,11 @@ func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 		conn.Close()
 		return
 	}
-	d.log.Info("attached", "server", h.Key, "pid", p.child.PID(), "joined", joined)
+	if !joined && p.apart != "" {
+		d.log.Info("attached to a process of its own, beside another session's of the same entry", "server", h.Key, "pid", p.child.PID(), "why", p.apart)
+	} else {
+		d.log.Info("attached", "server", h.Key, "pid", p.child.PID(), "joined", joined)
+	}
 	p.readAttachment(a)
 }
 
@@ -233,6 +240,30 @@ func (d *daemon) find(h hello) *proc {
 		}
 	}
 	return nil
+}
+
+// apartFrom says what kept the new process p of h from the others of the same entry (the same
+// command and arguments) that run: what their servers see differently, or for a legacy
+// server, which is initialized once, its client. Callers hold d.mu.
+func (d *daemon) apartFrom(h hello, p *proc) string {
+	if h.Seen == nil {
+		return ""
+	}
+	for _, q := range d.procs {
+		if q == p || q.ending() || q.seen.Command != h.Seen.Command || !slices.Equal(q.seen.Args, h.Seen.Args) {
+			continue
+		}
+		if why := apart(q.seen, *h.Seen); why != "" {
+			return why
+		}
+		if q.identity == h.Identity && q.usedBy(h.Session) {
+			return "" // two keys of one configuration with the same entry are two servers
+		}
+		if q.identity == h.Identity && !bytes.Equal(q.client, h.Client) {
+			return "its client differs, and a server of the legacy era is initialized for one client"
+		}
+	}
+	return ""
 }
 
 // undecided is a running process of h's identity, started for another client, whose era is

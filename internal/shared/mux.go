@@ -49,6 +49,8 @@ import (
 type proc struct {
 	d        *daemon
 	identity string
+	seen     seen            // what its server sees (identity.go)
+	apart    string          // what kept it from the process of the same entry that ran when it started
 	client   json.RawMessage // the initialize it was started for
 	command  string
 	child    *child.Process
@@ -127,7 +129,11 @@ type waiting struct {
 }
 
 func newProc(d *daemon, h hello) *proc {
-	return &proc{d: d, identity: h.Identity, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
+	var sn seen
+	if h.Seen != nil {
+		sn = *h.Seen
+	}
+	return &proc{d: d, identity: h.Identity, seen: sn, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
 		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*attachment{},
 		subs: map[string][]*attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*attachment]int{}, levels: map[*attachment]int{}, tasks: map[string]*attachment{}}
 }
@@ -741,7 +747,7 @@ func (p *proc) stderr(line string) {
 func (p *proc) status() ServerStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := ServerStatus{Keys: slices.Clone(p.keys), Command: p.command, PID: p.child.PID(), Sessions: len(p.atts), Lingering: p.linger != nil}
+	st := ServerStatus{Keys: slices.Clone(p.keys), Command: p.command, PID: p.child.PID(), Sessions: len(p.atts), Lingering: p.linger != nil, Apart: p.apart}
 	if p.eraKnown {
 		st.Era = p.eraSeen.String()
 	}

@@ -4,17 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +33,9 @@ type Options struct {
 	// Linger is how long a shared process keeps a server no session uses (DefaultLinger when
 	// 0); the session that starts the shared process sets it.
 	Linger time.Duration
+	// Log, when set, hears (at debug) why a server did not share the process of another
+	// session's server of the same entry.
+	Log *slog.Logger
 }
 
 // Session is one session's link to the shared process of its build.
@@ -69,16 +71,19 @@ func (s *Session) Socket() string { return s.place.socket }
 // arguments, the env the entry adds, the directory) and, for a legacy server, which was
 // initialized with client. It is an aggregator.Starter.
 func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer) (*Attachment, error) {
-	if sp.Dir == "" {
+	ownDir := sp.Dir != ""
+	if !ownDir {
 		dir, err := os.Getwd()
 		if err != nil {
 			return nil, fmt.Errorf("the working directory: %w", err)
 		}
 		sp.Dir = dir // the session's own: the shared process runs elsewhere
 	}
+	sn := seenBy(sp, ownDir)
 	h := hello{Protocol: protocol, Kind: kindAttach, Session: s.id, Key: sp.Key,
 		Spec:     &spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir},
-		Identity: identity(sp), Client: client, Linger: s.opts.Linger}
+		Seen:     &sn,
+		Identity: sn.identity(), Client: client, Linger: s.opts.Linger}
 	var conn net.Conn
 	var r *bufio.Reader
 	var rep reply
@@ -94,6 +99,9 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 			return nil, err
 		}
 		time.Sleep(20 * time.Millisecond) // for the session's own connection to see the end too
+	}
+	if rep.Apart != "" && s.opts.Log != nil {
+		s.opts.Log.Debug("the server does not share the process of another session's", "server", sp.Key, "pid", rep.PID, "why", rep.Apart)
 	}
 	a := &Attachment{conn: conn, pid: rep.PID, login: rep.LoginShellPath, exited: make(chan struct{}), stderr: stderr, prefix: "[" + sp.Key + "] "}
 	a.out = &controlReader{r: r, conn: conn, on: a.control, eof: a.ended}
@@ -129,29 +137,6 @@ func (s *Session) attach(h hello) (net.Conn, *bufio.Reader, reply, error) {
 		return nil, nil, rep, errors.New(rep.Error)
 	}
 	return conn, r, rep, nil
-}
-
-// identity is what decides whether a process can be shared: the command, its arguments, the
-// environment the entry sets (what differs from the session's own, whose variables sessions
-// never have all alike), and the directory.
-func identity(sp child.Spec) string {
-	own := map[string]string{}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		own[k] = v
-	}
-	var added []string
-	for _, kv := range sp.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		if cur, ok := own[k]; (!ok || cur != v) && k != "MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN" {
-			added = append(added, kv)
-		}
-	}
-	slices.Sort(added)
-	h := sha256.New()
-	enc := json.NewEncoder(h)
-	_ = enc.Encode([]any{sp.Command, sp.Args, added, sp.Dir})
-	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // ensureSession makes sure the session has its own connection to the shared process (which

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -310,62 +309,6 @@ func FuzzControlReader(f *testing.F) {
 			t.Fatalf("ExitDescription %q, want %q", d, wantDesc)
 		}
 	})
-}
-
-// identity: the same entry is the same process, and any difference in what is run is another;
-// the session's own environment, which sessions never have all alike, does not count.
-func TestIdentity(t *testing.T) {
-	t.Setenv("SHARED_TEST_OWN", "the session's")
-	t.Setenv("MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN", "/a/config.json")
-	own := os.Environ()
-	spec := func(env []string, change func(*child.Spec)) child.Spec {
-		sp := child.Spec{Key: "k", Command: "/usr/bin/server", Args: []string{"-a", "b"}, Env: env, Dir: "/work"}
-		if change != nil {
-			change(&sp)
-		}
-		return sp
-	}
-	base := identity(spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), nil))
-	if len(base) != 32 {
-		t.Errorf("identity %q: want 32 hex digits", base)
-	}
-
-	same := map[string]child.Spec{
-		"the same entry": spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), nil),
-		"another key":    spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), func(sp *child.Spec) { sp.Key = "other" }),
-		// Without the session's own variables, or with a few of them: only what the entry adds counts.
-		"without the session's environment": spec([]string{"ADDED=1", "OTHER=2"}, nil),
-		"with some of it":                   spec([]string{"SHARED_TEST_OWN=the session's", "OTHER=2", "ADDED=1"}, nil),
-		"env in another order":              spec(append([]string{"OTHER=2", "ADDED=1"}, reversed(own)...), nil),
-		"another configuration chain":       spec(append(slices.Clone(own), "ADDED=1", "OTHER=2", "MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN=/b/config.json"), nil),
-		"no configuration chain":            spec([]string{"ADDED=1", "OTHER=2", "MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN=/c.json:/d.json"}, nil),
-	}
-	for name, sp := range same {
-		if got := identity(sp); got != base {
-			t.Errorf("%s: identity %s, want the same as the entry's, %s", name, got, base)
-		}
-	}
-
-	different := map[string]child.Spec{
-		"another command":           spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), func(sp *child.Spec) { sp.Command = "/usr/bin/other" }),
-		"other arguments":           spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), func(sp *child.Spec) { sp.Args = []string{"-a", "c"} }),
-		"the arguments split apart": spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), func(sp *child.Spec) { sp.Args = []string{"-a b"} }),
-		"an argument more":          spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), func(sp *child.Spec) { sp.Args = []string{"-a", "b", ""} }),
-		"no arguments":              spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), func(sp *child.Spec) { sp.Args = nil }),
-		"another added value":       spec(append(slices.Clone(own), "ADDED=2", "OTHER=2"), nil),
-		"a variable less":           spec(append(slices.Clone(own), "ADDED=1"), nil),
-		"a variable more":           spec(append(slices.Clone(own), "ADDED=1", "OTHER=2", "THIRD=3"), nil),
-		"an own variable changed":   spec(append(withValue(own, "SHARED_TEST_OWN", "the entry's"), "ADDED=1", "OTHER=2"), nil),
-		"another directory":         spec(append(slices.Clone(own), "ADDED=1", "OTHER=2"), func(sp *child.Spec) { sp.Dir = "/elsewhere" }),
-	}
-	seen := map[string]string{base: "the entry"}
-	for name, sp := range different {
-		got := identity(sp)
-		if prev, ok := seen[got]; ok {
-			t.Errorf("%s: identity %s, the same as %s's", name, got, prev)
-		}
-		seen[got] = name
-	}
 }
 
 func reversed(s []string) []string {

@@ -61,6 +61,7 @@ type hello struct {
 	Key      string          `json:"key,omitempty"`
 	Spec     *spec           `json:"spec,omitempty"`
 	Identity string          `json:"identity,omitempty"`
+	Seen     *seen           `json:"seen,omitempty"` // what makes the identity (identity.go)
 	Client   json.RawMessage `json:"client,omitempty"`
 	Linger   time.Duration   `json:"linger,omitempty"`
 }
@@ -79,6 +80,9 @@ type reply struct {
 	PID            int    `json:"pid,omitempty"`
 	Joined         bool   `json:"joined,omitempty"` // the process ran already, for another session
 	LoginShellPath string `json:"loginShellPath,omitempty"`
+	// Apart says why a process was started for the attachment, where another session's
+	// process of the same entry runs (identity.go's apart).
+	Apart string `json:"apart,omitempty"`
 }
 
 // control is a line of the shared process's own on an attachment, between the server's
@@ -117,4 +121,7 @@ type ServerStatus struct {
 	// Sessions is how many sessions use it; Lingering says it is kept for the linger.
 	Sessions  int  `json:"sessions"`
 	Lingering bool `json:"lingering,omitempty"`
+	// Apart says, when it was started where a process of the same entry ran for another
+	// session, what kept them apart.
+	Apart string `json:"apart,omitempty"`
 }
