@@ -30,7 +30,7 @@ func joinShared(linger time.Duration, configFile string, aggOpts *aggregator.Opt
 	exe, err := os.Executable()
 	if err == nil {
 		var sess *shared.Session
-		sess, err = shared.Join(shared.Options{Executable: exe, Version: buildVersion(), Config: configFile, Linger: linger})
+		sess, err = shared.Join(shared.Options{Executable: exe, Version: buildVersion(), Config: configFile, Linger: linger, Log: log})
 		if err == nil {
 			aggOpts.Start = func(spec child.Spec, client json.RawMessage, stderr io.Writer) (aggregator.Process, error) {
 				a, err := sess.Start(spec, client, stderr)
@@ -84,6 +84,9 @@ func writeShared(w io.Writer, st *shared.Status) {
 		state := fmt.Sprintf("%d sessions", s.Sessions)
 		if s.Lingering {
 			state = "lingering (no session uses it)"
+		}
+		if s.Apart != "" {
+			state += "; not shared with the other process of its entry: " + s.Apart
 		}
 		fmt.Fprintf(tw, "  server\t%d\t%v\t%s\t%s\t%s\n", s.PID, s.Keys, s.Command, s.Era, state)
 	}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// A session sees what it would see unshared: a server process is shared by sessions whose
+// servers would see the same environment and directory, less the variables that only name a
+// session; an entry with its own "cwd" is shared by the sessions of every project; check says
+// what kept two processes of one entry apart (by the variable's name, never its value).
+func TestFaultShareEnvironment(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	project := t.TempDir()
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	ownCwd := writeConfig(t, `{"mcpServers": {"b": `+strings.Replace(tagged(tag), `{`, `{"cwd": "`+project+`", `, 1)+`}}`)
+	count := func() int { return len(taggedProcs(tag)) }
+	token := func(p *peer, key string) string {
+		m := p.call("tools/call", `{"name":"`+key+`:getenv","arguments":{"name":"PROJECT_TOKEN","cwd":true}}`)
+		return string(m.Result)
+	}
+	session := func(path, cwd string, env map[string]string) *peer {
+		t.Helper()
+		t.Chdir(cwd)
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		return shareSession(t, path)
+	}
+
+	// Two sessions with another token in their environment, which no entry sets: each its own
+	// process, each seeing its own token.
+	cwd1, cwd2 := t.TempDir(), t.TempDir()
+	alpha := session(path, cwd1, map[string]string{"PROJECT_TOKEN": "alpha", "CLAUDE_CODE_SESSION_ID": "one", "SHLVL": "1"})
+	beta := session(path, cwd1, map[string]string{"PROJECT_TOKEN": "beta", "CLAUDE_CODE_SESSION_ID": "two", "SHLVL": "2"})
+	if n := count(); n != 2 {
+		t.Errorf("%d processes for two sessions with another PROJECT_TOKEN, want 2", n)
+	}
+	if got := token(alpha, "a"); !strings.Contains(got, `"alpha"`) {
+		t.Errorf("the first session's server sees %s, want alpha", got)
+	}
+	if got := token(beta, "a"); !strings.Contains(got, `"beta"`) {
+		t.Errorf("the second session's server sees %s, want beta", got)
+	}
+	// check names what kept them apart, without its value.
+	out, err := exec.Command(aggBinary, "check", "--config", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "not shared with the other process of its entry: the variable PROJECT_TOKEN differs") || strings.Contains(string(out), "beta") {
+		t.Errorf("check does not say, or says too much of, what kept the sessions apart:\n%s", out)
+	}
+
+	// A third session that differs from the first only in what names a session shares its
+	// process.
+	third := session(path, cwd1, map[string]string{"PROJECT_TOKEN": "alpha", "CLAUDE_CODE_SESSION_ID": "three", "SHLVL": "5", "TERM_SESSION_ID": "w1"})
+	if n := count(); n != 2 {
+		t.Errorf("%d processes after a session that differs only in its session's names, want 2", n)
+	}
+	if got := token(third, "a"); !strings.Contains(got, `"alpha"`) {
+		t.Errorf("the third session's server sees %s, want alpha", got)
+	}
+
+	// An entry with its own cwd: sessions of two projects (their directories, PWD and
+	// CLAUDE_PROJECT_DIR differ) share its process, which runs in the entry's directory.
+	p1 := session(ownCwd, cwd1, map[string]string{"PROJECT_TOKEN": "alpha", "CLAUDE_PROJECT_DIR": cwd1})
+	p2 := session(ownCwd, cwd2, map[string]string{"PROJECT_TOKEN": "alpha", "CLAUDE_PROJECT_DIR": cwd2})
+	if n := count(); n != 3 {
+		t.Errorf("%d processes after two sessions of two projects with an entry of its own cwd, want 3", n)
+	}
+	for _, p := range []*peer{p1, p2} {
+		if got := token(p, "b"); !strings.Contains(got, `"cwd":"`+project+`"`) {
+			t.Errorf("the server of an entry with its own cwd runs in: %s", got)
+		}
+	}
+	for _, p := range []*peer{alpha, beta, third, p1, p2} {
+		p.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
