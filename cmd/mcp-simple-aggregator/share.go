@@ -75,13 +75,13 @@ func writeShared(w io.Writer, st *shared.Status) {
 		fmt.Fprintln(w, "No shared process runs (--share starts one with the first session).")
 		return
 	}
-	fmt.Fprintf(w, "\nShared process %d (%s): %d sessions, %d servers.\n", st.PID, st.Socket, len(st.Sessions), len(st.Servers))
+	fmt.Fprintf(w, "\nShared process %d (%s): %s, %s.\n", st.PID, st.Socket, count(len(st.Sessions), "session", "sessions"), count(len(st.Servers), "server", "servers"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, s := range st.Sessions {
 		fmt.Fprintf(tw, "  session\t%d\t%s\n", s.PID, s.Config)
 	}
 	for _, s := range st.Servers {
-		state := fmt.Sprintf("%d sessions", s.Sessions)
+		state := count(s.Sessions, "session", "sessions")
 		if s.Lingering {
 			state = "lingering (no session uses it)"
 		}

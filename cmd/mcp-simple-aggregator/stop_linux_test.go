@@ -99,3 +99,46 @@ func TestFaultShareStop(t *testing.T) {
 	s0.in.Close()
 	nothingShared(t, dir, tag)
 }
+
+// stop ends the shared processes of other builds beside this build's (an older copy of the
+// program, after an update), each with its servers.
+func TestFaultShareStopOtherBuild(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	other := filepath.Join(t.TempDir(), "mcp-simple-aggregator")
+	data, err := os.ReadFile(aggBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	this := shareClient(t, path, "this")
+	older := startPeer(t, other, "--config", path, "--share", "--linger", "1s")
+	older.initialize("older")
+	for _, p := range []*peer{this.peer, older} {
+		if m := p.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`); !strings.Contains(string(m.Result), `{"back":1}`) {
+			t.Fatalf("a call: %s", m.Line)
+		}
+	}
+	daemons := sharedProcs(dir)
+	if len(daemons) != 2 {
+		t.Fatalf("%d shared processes for two builds, want 2", len(daemons))
+	}
+	out := stopCommand(t)
+	if n := strings.Count(out, "Stopped the shared process "); n != 2 {
+		t.Errorf("stop stopped %d shared processes, want 2:\n%s", n, out)
+	}
+	for _, pid := range daemons {
+		if !strings.Contains(out, "Stopped the shared process "+strconv.Itoa(pid)+" ") {
+			t.Errorf("stop does not name the shared process %d:\n%s", pid, out)
+		}
+		if !exits(pid, 10*time.Second) {
+			t.Errorf("the shared process %d outlived stop", pid)
+		}
+	}
+	this.in.Close()
+	older.in.Close()
+	nothingShared(t, dir, tag)
+}

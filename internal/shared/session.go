@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -278,40 +279,68 @@ func (s *Session) Status() (st Status, ok bool, err error) {
 	return st, true, json.Unmarshal(data, &st)
 }
 
-// StopWait bounds the wait of StopShared for the shared process to exit, once it has said
+// StopWait bounds the wait of StopAll for the shared process to exit, once it has said
 // what it stops: its servers are given the grace of a shutdown each, together.
 const StopWait = 30 * time.Second
 
-// StopShared stops the shared process of this build, if one runs: it stops every server it
-// runs and exits. It returns what the process ran; ok is false when none runs. It waits until
-// every server has ended and the process is exiting (at most StopWait). Sessions still attached go on as after a crash of
-// the shared process: their calls in flight fail, and their servers start again.
-func (s *Session) StopShared() (st Status, ok bool, err error) {
+// StopAll stops every shared process of the user's place, this build's and those of the
+// other builds beside it (a session of an older copy of the program, after an update): each
+// stops every server it runs and exits. It returns what each ran, and waits until every server
+// has ended (at most StopWait each). Sessions still attached go on as after a crash of the
+// shared process: their calls in flight fail, and their servers start again.
+func (s *Session) StopAll() ([]Status, error) {
 	if err := private(s.place.dir); err != nil {
-		return st, false, err
+		return nil, err
 	}
-	conn, err := s.connectTo()
+	sockets, err := filepath.Glob(filepath.Join(s.place.dir, "shared-*.sock"))
+	if err != nil {
+		return nil, err
+	}
+	var stopped []Status
+	var errs []error
+	for _, socket := range sockets {
+		st, ok, err := stopAt(socket)
+		if ok {
+			stopped = append(stopped, st)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return stopped, errors.Join(errs...)
+}
+
+// stopAt stops the shared process on socket; ok is false when none answers there (a socket
+// left by a process that was killed).
+func stopAt(socket string) (st Status, ok bool, err error) {
+	conn, err := net.DialTimeout("unix", socket, 5*time.Second)
 	if err != nil {
 		return st, false, nil
 	}
 	defer conn.Close()
+	if err := sameUser(conn); err != nil {
+		return st, false, fmt.Errorf("the shared process at %s: %w", socket, err)
+	}
 	line, _ := json.Marshal(hello{Protocol: protocol, Kind: kindStop})
 	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return st, false, fmt.Errorf("the shared process %s: %w", s.place.socket, err)
+		return st, false, fmt.Errorf("the shared process %s: %w", socket, err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	r := bufio.NewReader(conn)
 	data, err := r.ReadBytes('\n')
+	if err == io.EOF && len(data) == 0 {
+		return st, false, fmt.Errorf("the shared process at %s is of an older build, which cannot be stopped by a command: it ends after its last session and the linger", socket)
+	}
 	if err == nil {
 		err = json.Unmarshal(data, &st)
 	}
 	if err != nil {
-		return st, false, fmt.Errorf("the shared process %s did not answer the stop: %w", s.place.socket, err)
+		return st, false, fmt.Errorf("the shared process %s did not answer the stop: %w", socket, err)
 	}
 	// It closes the connection once its servers have ended.
 	_ = conn.SetReadDeadline(time.Now().Add(StopWait))
 	if _, err := io.Copy(io.Discard, r); err != nil {
-		return st, true, fmt.Errorf("the shared process %d did not exit within %v: %w", st.PID, StopWait, err)
+		return st, true, fmt.Errorf("the shared process %d did not stop its servers within %v: %w", st.PID, StopWait, err)
 	}
 	return st, true, nil
 }
