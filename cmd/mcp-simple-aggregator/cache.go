@@ -33,6 +33,9 @@ func (*cacheCmd) check(args []string) error {
 func (*cacheCmd) run(_ []string, env *environment) int {
 	cache, err := openCache()
 	if err == nil {
+		if w := cache.Warning(); w != "" {
+			fmt.Fprintf(env.stderr, "%s: warning: %s\n", program, w)
+		}
 		err = cache.Clear()
 	}
 	if err != nil {

@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 )
 
@@ -58,7 +60,7 @@ func (c *checkCmd) check(args []string) error {
 // run prints the report on stdout, as a table or as JSON, and what the shared process of
 // --share runs, when one runs.
 func (c *checkCmd) run(_ []string, env *environment) int {
-	s, ok := begin(&c.config, env)
+	s, ok := begin(&c.config, env, true)
 	if !ok {
 		return exitError
 	}
@@ -69,6 +71,12 @@ func (c *checkCmd) run(_ []string, env *environment) int {
 		s.useCache()
 	}
 	rep := aggregator.Check(s.ctx, s.cfg, s.opts)
+	if s.unusable != nil {
+		// Said on stderr already; in the report, each such server failed, with its problems.
+		rep.Servers = append(rep.Servers, unusableReports(s.unusable)...)
+		slices.SortStableFunc(rep.Servers, func(x, y aggregator.ServerReport) int { return strings.Compare(x.Key, y.Key) })
+		rep.OK = false
+	}
 	st := sharedStatus()
 	if c.json {
 		enc := json.NewEncoder(env.stdout)
@@ -88,6 +96,33 @@ func (c *checkCmd) run(_ []string, env *environment) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// unusableReports are the report's entries of the servers that cannot be started as written
+// (an unset variable, a "cwd" that is not a directory): each failed, with its problems, a line
+// each as the configuration's error says them.
+func unusableReports(u *config.UnusableServersError) []aggregator.ServerReport {
+	var out []aggregator.ServerReport
+	for _, key := range u.Unusable {
+		var lines []string
+		for _, p := range u.Err.Problems {
+			if serverOf(p.Pointer) == key {
+				lines = append(lines, fmt.Sprintf("%s: %s: %s", u.Err.File, p.Pointer, p.Message))
+			}
+		}
+		out = append(out, aggregator.ServerReport{Key: key, Status: "failed", Error: strings.Join(lines, "\n")})
+	}
+	return out
+}
+
+// serverOf is the key of the server a JSON Pointer into the configuration is in
+// ("/mcpServers/KEY/..." or VS Code's "/servers/KEY/..."); "" for none.
+func serverOf(pointer string) string {
+	parts := strings.Split(pointer, "/")
+	if len(parts) < 3 {
+		return ""
+	}
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(parts[2])
 }
 
 func writeReport(w io.Writer, rep *aggregator.Report) {

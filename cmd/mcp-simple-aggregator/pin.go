@@ -50,7 +50,7 @@ func (c *pinCmd) check(args []string) error {
 }
 
 func (c *pinCmd) run(_ []string, env *environment) int {
-	s, ok := begin(&c.config, env)
+	s, ok := begin(&c.config, env, false)
 	if !ok {
 		return exitError
 	}

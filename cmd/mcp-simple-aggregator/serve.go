@@ -98,7 +98,7 @@ func (c *serveCmd) run(_ []string, env *environment) int {
 		fmt.Fprintln(env.stdout, versionLine())
 		return exitOK
 	}
-	s, ok := begin(&c.config, env)
+	s, ok := begin(&c.config, env, false)
 	if !ok {
 		return exitError
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,11 +25,16 @@ type startup struct {
 	cfg  *config.Config
 	opts aggregator.Options // with what the configuration flags set
 	done func()             // ends what begin started; call it last
+	// unusable, with partial, are the servers of the file that cannot be started as written
+	// (an unset variable): cfg holds the others.
+	unusable *config.UnusableServersError
 }
 
 // begin reads the configuration of f and starts what the servers need. A configuration that
-// cannot be used is said on stderr: ok is false, and the command ends with exitError.
-func begin(f *configFlags, env *environment) (s *startup, ok bool) {
+// cannot be used is said on stderr: ok is false, and the command ends with exitError. With
+// partial (check), a file some of whose servers cannot be started as written (every unset
+// variable is said, at once) goes on with the others, and s.unusable says which.
+func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool) {
 	level := slog.LevelWarn
 	if f.debug {
 		level = slog.LevelDebug
@@ -47,6 +53,10 @@ func begin(f *configFlags, env *environment) (s *startup, ok bool) {
 	cfg, warnings, err := config.Load(f.path, os.LookupEnv)
 	for _, w := range warnings {
 		log.Warn(w.String())
+	}
+	if errors.As(err, &s.unusable) && partial {
+		fmt.Fprintln(errw, err)
+		cfg, err = s.unusable.Usable, nil
 	}
 	if err != nil {
 		fmt.Fprintln(errw, err)
@@ -81,6 +91,9 @@ func (s *startup) useCache() {
 	if err != nil {
 		s.log.Warn("--lazy: the catalog cache cannot be used, and every server starts with the session: " + err.Error())
 		return
+	}
+	if w := cache.Warning(); w != "" {
+		s.log.Warn(w)
 	}
 	s.opts.Lazy, s.opts.Cache = true, cache
 }
