@@ -16,6 +16,8 @@
 //	toclient.go    what goes to the client: answers, notifications, the servers' requests
 //	fromserver.go  what arrives from a server: the dispatcher
 //	handlers.go    the client's requests: routed by name, URI or task, fanned out, listed
+//	unknown.go     why a name or URI reaches no server, and why a key does not serve: the one
+//	               answer of every path
 //	server.go      one process: spawn, handshake, the one call path and pager, health, stop
 //	table.go       the in-flight table: every request that crosses the aggregator
 //	queue.go       what waits for the client before it is ready

@@ -98,14 +98,18 @@ func (a *Aggregator) auditCancelled(c *call) {
 }
 
 // auditRefused records the client's request req for the definition w that is withheld, which
-// the aggregator answered with errObj: the model asked for what the user did not approve (or
-// what clients reject), which the log is for.
-func (a *Aggregator) auditRefused(req *jsonrpc.Request, w withheldDef, errObj json.RawMessage) {
+// the aggregator answered with errObj (or, for call_tool of --tool-search, with result, which
+// reports the error to the model): the model asked for what the user did not approve (or what
+// clients reject), which the log is for.
+func (a *Aggregator) auditRefused(req *jsonrpc.Request, w withheldDef, result, errObj json.RawMessage) {
 	if a.audit == nil {
 		return
 	}
 	e := audit.Call{Client: a.clientName(), Server: w.server.key, Method: req.Method, Outcome: audit.Error, ErrorCode: errorCode(errObj),
-		RequestBytes: len(req.Params), ResponseBytes: len(errObj)}
+		RequestBytes: len(req.Params), ResponseBytes: len(result) + len(errObj)}
+	if errObj == nil {
+		e.Outcome, e.ErrorCode = audit.IsError, 0 // call_tool's refusal: a result the model reads
+	}
 	switch w.kind {
 	case kindTools:
 		e.Tool = w.name
@@ -116,6 +120,9 @@ func (a *Aggregator) auditRefused(req *jsonrpc.Request, w withheldDef, errObj js
 	}
 	if a.audit.Bodies() {
 		e.Arguments, e.Result = arguments(req.Params), errObj
+		if errObj == nil {
+			e.Result = result
+		}
 	}
 	a.audit.Call(e)
 }

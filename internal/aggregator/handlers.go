@@ -87,21 +87,7 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 		return
 	}
 	if !ok {
-		if w, withheld := cat.withheldAs(k, name); withheld {
-			errObj := rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: %s", what, name, w.callError())
-			a.auditRefused(req, w, errObj)
-			a.answerClient(req.ID, nil, errObj)
-			return
-		}
-		if why, hidden := cat.hidden[name]; hidden && k == kindTools {
-			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown tool: %s: the tool is %s", name, why))
-			return
-		}
-		if key, gone := cat.gone[k][name]; gone {
-			a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown %s: %s: server %q lists it no more (its list changed; ask for the list again)", what, name, key))
-			return
-		}
-		a.answerClient(req.ID, nil, unknownName(what, name))
+		a.refuse(req, cat, k, name, false) // unknown.go
 		return
 	}
 	// A call that asks for a task is answered with the task: its owner is noted then. The
@@ -132,15 +118,10 @@ func (a *Aggregator) callResource(req *jsonrpc.Request) {
 		a.answerClient(req.ID, nil, resourceNotFound(uri, "no server with this key gives instructions (the key is percent-encoded)"))
 		return
 	}
-	if w, withheld := cat.withheldAs(kindResources, uri); withheld && cat.resources[uri] == nil {
-		errObj := resourceNotFound(uri, w.callError())
-		a.auditRefused(req, w, errObj)
-		a.answerClient(req.ID, nil, errObj)
-		return
-	}
-	s, why := cat.resourceOwner(uri)
-	if s == nil {
-		a.answerClient(req.ID, nil, resourceNotFound(uri, why))
+	_, withheld := cat.withheldAs(kindResources, uri)
+	s, _ := cat.resourceOwner(uri)
+	if s == nil || withheld && cat.resources[uri] == nil {
+		a.refuse(req, cat, kindResources, uri, false) // unknown.go
 		return
 	}
 	if req.Method != "resources/read" {
@@ -192,14 +173,8 @@ func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
 			return
 		}
 		e, found := cat.prompts[name]
-		if w, withheld := cat.withheldAs(kindPrompts, name); !found && withheld {
-			errObj := rpcError(jsonrpc.CodeInvalidParams, nil, "Unknown prompt: %s: %s", name, w.callError())
-			a.auditRefused(req, w, errObj)
-			a.answerClient(req.ID, nil, errObj)
-			return
-		}
 		if !found {
-			a.answerClient(req.ID, nil, unknownName("prompt", name))
+			a.refuse(req, cat, kindPrompts, name, false) // unknown.go
 			return
 		}
 		c := &call{to: e.server, doing: "completing prompt %q", subject: e.original, label: "prompt", value: name}
@@ -210,12 +185,12 @@ func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
 			a.answerClient(req.ID, nil, invalidParams("completion/complete: the ref has no uri"))
 			return
 		}
-		s, why := cat.templateOwner[uri], ""
+		s := cat.templateOwner[uri]
 		if s == nil {
-			s, why = cat.resourceOwner(uri)
+			s, _ = cat.resourceOwner(uri)
 		}
 		if s == nil {
-			a.answerClient(req.ID, nil, resourceNotFound(uri, why))
+			a.refuse(req, cat, kindResources, uri, false) // unknown.go
 			return
 		}
 		a.forward(req, &call{to: s, doing: "completing %q", subject: uri, label: "uri", value: uri}, token, req.Params)

@@ -298,6 +298,6 @@ func TestReloadRestartFails(t *testing.T) {
 	if m := c.wait(slow, "the call in flight"); m.Error != nil {
 		t.Errorf("the call in flight: %s", m.Line)
 	}
-	wantError(t, c.wait(held, "the held call"), -32603, `server "a" was restarted and did not come back (it failed to start`)
+	wantError(t, c.wait(held, "the held call"), -32603, `Server unavailable: server "a" could not start: start "/no/such/server": `)
 	<-done
 }

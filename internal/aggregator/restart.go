@@ -49,7 +49,7 @@ func (a *Aggregator) backoff(tries int) time.Duration {
 // crashed deals with a serving process that stopped serving (watch, pingLoop): the roster
 // decides what follows (fell), and the user and the client are told, in one line.
 func (a *Aggregator) crashed(s *server, why string) {
-	next, delay, tries, ok := a.fell(s, why)
+	next, delay, tries, ok := a.fell(s, why, nil)
 	if !ok || next == draining {
 		return
 	}
@@ -142,8 +142,8 @@ func (a *Aggregator) start(sl *slot, gen uint64, cfg config.Server, params json.
 		res.err = err
 		a.roster.mu.Lock()
 		if a.roster.slots[sl.key] == sl && sl.gen == gen && sl.state != serving {
-			sl.proc = nil // a drained process is retired already
-			a.fallLocked(sl, "failed to start")
+			sl.proc, sl.startErr = nil, err // a drained process is retired already
+			a.fallLocked(sl, failedToStart)
 		}
 		a.roster.mu.Unlock()
 		res.took = time.Since(began)
@@ -169,7 +169,7 @@ func (a *Aggregator) start(sl *slot, gen uint64, cfg config.Server, params json.
 func (a *Aggregator) bringUp(ctx context.Context, s *server, params json.RawMessage) error {
 	if stage, err := a.handshake(ctx, s, params); err != nil {
 		err = s.describe(stage, err) // before stopping it, which would change the story
-		a.fell(s, "failed to start")
+		a.fell(s, failedToStart, err)
 		<-s.stopped // nothing started outlives its start (Close waits for the starts)
 		return err
 	}
@@ -207,7 +207,7 @@ func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 		// Under roster.mu: the release of the key (served, fell) comes after it.
 		a.inflight.hold(&call{fromID: req.ID, method: req.Method, req: req}, s.key, a.opts.StartupTimeout, a.heldTimeout)
 	default:
-		gone = fmt.Sprintf("server %q %s", s.key, sl.account())
+		gone = a.unavailable(sl) // unknown.go
 	}
 	r.mu.Unlock()
 	switch {
@@ -220,10 +220,17 @@ func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 	}
 }
 
-// heldTimeout answers a held call whose key did not come back within the start-up timeout.
+// heldTimeout answers a held call whose key did not come back within the start-up timeout,
+// saying what the key is doing (unavailable).
 func (a *Aggregator) heldTimeout(c *call) {
+	why := fmt.Sprintf("server %q is restarting", c.key)
+	a.roster.mu.Lock()
+	if sl := a.roster.slots[c.key]; sl != nil && sl.state != serving {
+		why = a.unavailable(sl)
+	}
+	a.roster.mu.Unlock()
 	a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil,
-		"Server unavailable: server %q is restarting, and did not come back within the start-up timeout (--startup-timeout %v); try again later", c.key, a.opts.StartupTimeout))
+		"Server unavailable: %s; it did not come back within the start-up timeout (--startup-timeout %v): try again later", why, a.opts.StartupTimeout))
 }
 
 // clientSetup is what the client set up on the servers, to be set up again on a server's new

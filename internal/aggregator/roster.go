@@ -64,10 +64,13 @@ type slot struct {
 	proc *server
 	// listed is the process whose lists the catalog holds for the key; nil when none.
 	listed *server
-	// why says why it drains, waits or is down; startErr is the error of a process that could
-	// not be started at all (its command not found, say).
+	// why says why it drains, waits or is down (failedToStart for a start that failed: then
+	// startErr is the start's error, such as its command not found or its handshake refused;
+	// nil once it serves); gaveUp is set when it is down because its restarts were used up.
+	// unavailable (unknown.go) says all of it to the client.
 	why      string
 	startErr error
+	gaveUp   bool
 	// removing: it drains to leave the roster (else to start again).
 	removing bool
 	// retryAt is when a waiting slot is started again, by timer.
@@ -102,14 +105,6 @@ type slot struct {
 	eraOf    config.Server
 }
 
-// account says what became of the slot: why it drains, waits or is down, else its state.
-func (sl *slot) account() string {
-	if sl.why != "" {
-		return sl.why
-	}
-	return "is " + sl.state.String()
-}
-
 // expectBack makes the client's calls for the slot wait for it (hold).
 func (sl *slot) expectBack() { sl.back = true }
 
@@ -133,15 +128,7 @@ func (a *Aggregator) release(sl *slot) {
 		}()
 		return
 	}
-	why := fmt.Sprintf("server %q was restarted and did not come back (it %s; its error is on the log)", sl.key, sl.account())
-	if sl.state == dormant {
-		why = fmt.Sprintf("server %q could not be started (it %s; its error is on the log); its next request starts it again", sl.key, sl.account())
-	}
-	if a.roster.closed {
-		why = errShuttingDown.Error()
-	} else if sl.state == draining && sl.removing {
-		why = fmt.Sprintf("server %q was removed from the configuration", sl.key)
-	}
+	why := a.unavailable(sl) // unknown.go
 	go func() {
 		for _, c := range held {
 			a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", why))
@@ -292,7 +279,7 @@ func (a *Aggregator) enroll(res startResult) {
 // (starting, its handshake to come), or failed to start (down).
 func newSlot(res startResult) *slot {
 	if res.err != nil {
-		return &slot{key: res.cfg.Key, cfg: res.cfg, state: down, why: "failed to start", startErr: res.err}
+		return &slot{key: res.cfg.Key, cfg: res.cfg, state: down, why: failedToStart, startErr: res.err, initial: true}
 	}
 	return &slot{key: res.cfg.Key, cfg: res.cfg, state: starting, proc: res.srv, initial: true}
 }
@@ -301,8 +288,11 @@ func newSlot(res startResult) *slot {
 // Callers hold roster.mu.
 func (a *Aggregator) move(sl *slot, to state, why string) {
 	a.log.Debug("state", "server", sl.key, "from", sl.state.String(), "to", to.String(), "why", why, "tries", sl.tries)
-	sl.state, sl.why = to, why
+	sl.state, sl.why, sl.gaveUp = to, why, false
 }
+
+// failedToStart is the why of a slot whose start failed; its startErr says how.
+const failedToStart = "failed to start"
 
 // served makes a slot whose process s finished its handshake serve (starting → serving): its
 // lists go into the catalog, and the calls held for it go. It fails when the key is no longer
@@ -332,6 +322,7 @@ func (a *Aggregator) served(s *server) error {
 		}
 	}
 	a.move(sl, serving, "")
+	sl.startErr = nil
 	a.auditServed(sl, s)
 	sl.since = time.Now()
 	s.lastUse.Store(sl.since.UnixNano())
@@ -432,12 +423,13 @@ func (a *Aggregator) relaunch(sl *slot, gen uint64, s *server) error {
 }
 
 // fell takes a slot whose process s went down (it exited, closed its stdout, failed its health
-// probes, or failed its handshake) out of serving: everything s had in flight fails with why,
-// and the slot waits to restart (its lists stay, its calls wait) or, when restarts are off or
-// used up, or when this was the key's first start, is down (its lists leave the catalog). A
-// slot that a reload drains keeps draining. It reports what became of the slot, for the
-// caller's report; ok is false when the event is stale (s is no longer the slot's process).
-func (a *Aggregator) fell(s *server, why string) (next state, delay time.Duration, tries int, ok bool) {
+// probes, or failed its handshake: then why is failedToStart, and startErr the handshake's
+// error) out of serving: everything s had in flight fails with why, and the slot waits to
+// restart (its lists stay, its calls wait) or, when restarts are off or used up, or when this
+// was the key's first start, is down (its lists leave the catalog). A slot that a reload drains
+// keeps draining. It reports what became of the slot, for the caller's report; ok is false when
+// the event is stale (s is no longer the slot's process).
+func (a *Aggregator) fell(s *server, why string, startErr error) (next state, delay time.Duration, tries int, ok bool) {
 	r := &a.roster
 	r.mu.Lock()
 	sl := r.slots[s.key]
@@ -450,6 +442,9 @@ func (a *Aggregator) fell(s *server, why string) (next state, delay time.Duratio
 		r.mu.Unlock()
 		a.retire(s, why, "") // the reload's drain ends at once, and stops it
 		return draining, 0, 0, true
+	}
+	if startErr != nil {
+		sl.startErr = startErr
 	}
 	then, delay := a.fallLocked(sl, why)
 	next, tries = sl.state, sl.tries
@@ -478,6 +473,7 @@ func (a *Aggregator) fallLocked(sl *slot, why string) (then string, delay time.D
 		a.move(sl, down, why)
 	case sl.tries >= a.opts.MaxRestarts:
 		a.move(sl, down, fmt.Sprintf("%s, and was given up after %d restarts in a row", why, sl.tries))
+		sl.why, sl.gaveUp = why, true
 	case a.opts.Lazy:
 		a.move(sl, dormant, why)
 		sl.tries++

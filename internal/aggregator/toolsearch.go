@@ -290,13 +290,7 @@ func (a *Aggregator) callOwnTool(req *jsonrpc.Request) bool {
 	// exposed name, or the name the server declared when only one server lists it.
 	e, found := cat.named(kindTools, []byte(*p.Name))
 	if !found {
-		if w, withheld := cat.withheldAs(kindTools, *p.Name); withheld {
-			a.answerClient(req.ID, toolError("Unknown tool: %s: %s", *p.Name, w.callError()), nil)
-		} else if why, hidden := cat.hidden[*p.Name]; hidden {
-			a.answerClient(req.ID, toolError("Unknown tool: %s: the tool is %s", *p.Name, why), nil)
-		} else {
-			a.answerClient(req.ID, toolError("Unknown tool: %s: use %s to find a tool's exact name", *p.Name, searchToolName), nil)
-		}
+		a.refuse(req, cat, kindTools, *p.Name, true) // unknown.go
 		return true
 	}
 	if name == callReadOnlyName && !readOnly(e.def) {
