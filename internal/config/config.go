@@ -124,11 +124,18 @@ type UnusableServersError struct {
 	// says where each is used (the JSON Pointer of every value that refers to it).
 	Missing map[string][]string
 	// Unusable are the keys of the servers left out of Usable, sorted: those of Missing, and
-	// those with another problem.
+	// those with another problem. ProblemsOf gives each one's problems.
 	Unusable []string
+
+	byServer map[string][]Problem
 }
 
 func (e *UnusableServersError) Error() string { return e.Err.Error() }
+
+// ProblemsOf are the problems of the server key (one of Unusable), in the order of Err; nil for
+// a server that has none. Each is written as Err writes it with Warning{File: e.Err.File,
+// Problem: p}.String(): "<file>: <JSON Pointer>: server "<key>": <what>".
+func (e *UnusableServersError) ProblemsOf(key string) []Problem { return e.byServer[key] }
 
 func (e *UnusableServersError) Unwrap() error { return e.Err }
 

@@ -267,6 +267,7 @@ func expand(cfg *Config, root string, entries []entry, x *expansion) error {
 	dir := filepath.Dir(cfg.File)
 	usable := &Config{File: cfg.File, Skipped: cfg.Skipped}
 	var unusable []string
+	byServer := map[string][]Problem{}
 	for _, e := range entries {
 		s := e.server
 		before := len(problems)
@@ -321,6 +322,7 @@ func expand(cfg *Config, root string, entries []entry, x *expansion) error {
 			usable.Servers = append(usable.Servers, s)
 		} else {
 			unusable = append(unusable, s.Key)
+			byServer[s.Key] = problems[before:len(problems):len(problems)]
 		}
 	}
 	if len(problems) == 0 {
@@ -331,7 +333,7 @@ func expand(cfg *Config, root string, entries []entry, x *expansion) error {
 		e.Hint = "set the missing variables in the environment that starts mcp-simple-aggregator, " +
 			"or give a default in the configuration as ${NAME:-default}"
 	}
-	return &UnusableServersError{Err: e, Usable: usable, Missing: missing, Unusable: unusable}
+	return &UnusableServersError{Err: e, Usable: usable, Missing: missing, Unusable: unusable, byServer: byServer}
 }
 
 // vscodeRoot is the object that holds the servers in VS Code's own format (.vscode/mcp.json).

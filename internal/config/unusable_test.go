@@ -57,6 +57,15 @@ func TestLoadEveryUnsetVariable(t *testing.T) {
 	if diff := cmp.Diff([]string{"files", "github", "sqlite"}, unusable.Unusable); diff != "" {
 		t.Errorf("Unusable (-want +got):\n%s", diff)
 	}
+	var byServer []string
+	for _, key := range append(unusable.Unusable, "fine") {
+		for _, p := range unusable.ProblemsOf(key) {
+			byServer = append(byServer, Warning{File: unusable.Err.File, Problem: p}.String())
+		}
+	}
+	if diff := cmp.Diff(want[:strings.LastIndexByte(want, '\n')], strings.Join(byServer, "\n")); diff != "" {
+		t.Errorf("ProblemsOf, server by server (-want +got):\n%s", diff)
+	}
 	wantUsable := &Config{File: path,
 		Servers: []Server{{Key: "fine", Command: "fine-server", Env: map[string]string{"FROM_FILE": "1"}, EnvFile: env}},
 		Skipped: []Skipped{{Key: "off", Pointer: "/mcpServers/off/disabled", Reason: `"disabled": true`}}}
