@@ -74,6 +74,8 @@ func (c *checkCmd) run(_ []string, env *environment) int {
 	if s.unusable != nil {
 		// Said on stderr already; in the report, each such server failed, with its problems.
 		rep.Servers = append(rep.Servers, unusableReports(s.unusable)...)
+		// The servers that are left out are not "no server to start".
+		rep.Problems = slices.DeleteFunc(rep.Problems, func(p string) bool { return strings.HasSuffix(p, ": "+aggregator.NothingToStart) })
 		slices.SortStableFunc(rep.Servers, func(x, y aggregator.ServerReport) int { return strings.Compare(x.Key, y.Key) })
 		rep.OK = false
 	}
@@ -105,24 +107,12 @@ func unusableReports(u *config.UnusableServersError) []aggregator.ServerReport {
 	var out []aggregator.ServerReport
 	for _, key := range u.Unusable {
 		var lines []string
-		for _, p := range u.Err.Problems {
-			if serverOf(p.Pointer) == key {
-				lines = append(lines, fmt.Sprintf("%s: %s: %s", u.Err.File, p.Pointer, p.Message))
-			}
+		for _, p := range u.ProblemsOf(key) {
+			lines = append(lines, config.Warning{File: u.Err.File, Problem: p}.String())
 		}
 		out = append(out, aggregator.ServerReport{Key: key, Status: "failed", Error: strings.Join(lines, "\n")})
 	}
 	return out
-}
-
-// serverOf is the key of the server a JSON Pointer into the configuration is in
-// ("/mcpServers/KEY/..." or VS Code's "/servers/KEY/..."); "" for none.
-func serverOf(pointer string) string {
-	parts := strings.Split(pointer, "/")
-	if len(parts) < 3 {
-		return ""
-	}
-	return strings.NewReplacer("~1", "/", "~0", "~").Replace(parts[2])
 }
 
 func writeReport(w io.Writer, rep *aggregator.Report) {

@@ -43,6 +43,10 @@ type Report struct {
 	LockOnly []string `json:"lockOnly,omitempty"`
 }
 
+// NothingToStart is the report's problem, after the file's name, when the configuration has no
+// server to start.
+const NothingToStart = "there is no server to start (every entry is disabled or remote, or there is none)"
+
 // ServerReport is one entry of the configuration: how its server started, or why it was not.
 type ServerReport struct {
 	Key     string `json:"key"`
@@ -154,7 +158,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 	rep.Restarts, rep.ByUse = policy, byUse
 	rep.OK = len(cfg.Servers) > 0
 	if !rep.OK {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: there is no server to start (every entry is disabled or remote, or there is none)", cfg.File))
+		rep.Problems = append(rep.Problems, cfg.File+": "+NothingToStart)
 	}
 	lock := a.checkLock(rep, cfg) // checktrust.go
 	for _, sc := range cfg.Servers {
