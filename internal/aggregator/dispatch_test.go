@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Each route of the two dispatchers (client.go, fromserver.go), through Serve in this process.
+// Each route of the two dispatchers (fromclient.go, fromserver.go), through Serve in this process.
 
 // initialize is answered first even when the client sends requests right behind it, with the
 // union of the servers' capabilities (tasks included, which the SDK cannot carry).

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
-// The handlers of the client's requests (clientRequests in client.go). A request a server
+// The handlers of the client's requests (clientRequests in fromclient.go). A request a server
 // answers is forwarded as raw JSON-RPC: it goes to the server with only its ID changed (and
 // the tool or prompt name, where there is one), and the answer comes back with only the ID
 // changed. Lists are answered from the catalog.
