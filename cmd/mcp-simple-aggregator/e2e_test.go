@@ -347,12 +347,12 @@ func TestLargeMessages(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {"big": {"command": "$FIXTURE"}}}`)
 	agg.initialize("test")
 	const size = 64 << 20
-	m := agg.call("tools/call", fmt.Sprintf(`{"name":"big:big","arguments":{"bytes":%d}}`, size))
+	m := agg.waitLarge(agg.send("tools/call", fmt.Sprintf(`{"name":"big:big","arguments":{"bytes":%d}}`, size)), "big")
 	if len(m.Result) < size || m.Error != nil {
 		t.Fatalf("64 MiB result: got %d bytes, error %s", len(m.Result), m.Error)
 	}
 	text := strings.Repeat("y", size)
-	m = agg.call("tools/call", `{"name":"big:echo","arguments":{"text":"`+text+`"}}`)
+	m = agg.waitRunning(agg.send("tools/call", `{"name":"big:echo","arguments":{"text":"`+text+`"}}`), "big:echo", func() string { return "" })
 	if !bytes.Contains(m.Result, []byte(text)) {
 		t.Fatalf("64 MiB argument: result of %d bytes, error %s", len(m.Result), m.Error)
 	}

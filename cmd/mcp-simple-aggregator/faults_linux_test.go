@@ -218,36 +218,6 @@ func TestFaultChildMidCall(t *testing.T) {
 	}
 }
 
-// waitLarge waits for the answer of the fixture's big tool on server key, for as long as the
-// aggregator runs: how long a large answer takes (64 MiB under the race detector, on a loaded
-// machine) is no budget a test can fix. The call must reach the server (it says so) within
-// testTimeout; then the test fails only when the aggregator ends without answering, or when
-// the test's own deadline (go test -timeout) is near, saying whether the server had written
-// all of its answer.
-func (p *peer) waitLarge(ch <-chan message, key string) message {
-	p.t.Helper()
-	waitSaid(p.t, p, "["+key+"] fixture: big: writing", 1)
-	var near <-chan time.Time
-	if deadline, ok := p.t.Deadline(); ok {
-		near = time.After(time.Until(deadline) - 30*time.Second)
-	}
-	select {
-	case m := <-ch:
-		return m
-	case <-p.done:
-		select {
-		case m := <-ch: // the answer was the last line
-			return m
-		default:
-		}
-		p.t.Fatalf("the aggregator ended without answering %s:big; stderr:\n%s", key, p.stderr)
-	case <-near:
-		written := strings.Contains(p.stderr.String(), "["+key+"] fixture: big:") && strings.Contains(p.stderr.String(), "bytes written")
-		p.t.Fatalf("no answer to %s:big by the test's deadline (the server had written it all: %v); stderr:\n%s", key, written, p.stderr)
-	}
-	return message{}
-}
-
 // A call that hangs forever is cancelled by the client; nothing else waits for it.
 func TestFaultChildHangsMidCall(t *testing.T) {
 	tag := newTag(t)

@@ -315,3 +315,43 @@ func waitTool(t *testing.T, agg *peer, name string, present bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// waitLarge waits for the answer of the fixture's big tool on server key, for as long as the
+// aggregator runs: how long a large answer takes (64 MiB under the race detector, on a loaded
+// machine) is no budget a test can fix. The call must reach the server (it says so) within
+// testTimeout; then the test fails only when the aggregator ends without answering, or when
+// the test's own deadline (go test -timeout) is near, saying whether the server had written
+// all of its answer.
+func (p *peer) waitLarge(ch <-chan message, key string) message {
+	p.t.Helper()
+	waitSaid(p.t, p, "["+key+"] fixture: big: writing", 1)
+	return p.waitRunning(ch, key+":big", func() string {
+		written := strings.Contains(p.stderr.String(), "["+key+"] fixture: big:") && strings.Contains(p.stderr.String(), "bytes written")
+		return fmt.Sprintf(" (the server had written it all: %v)", written)
+	})
+}
+
+// waitRunning waits for the answer on ch for as long as the aggregator runs, with no budget of
+// its own (for large messages); the test fails when the aggregator ends without answering, or
+// when the test's own deadline is near, with what more says.
+func (p *peer) waitRunning(ch <-chan message, what string, more func() string) message {
+	p.t.Helper()
+	var near <-chan time.Time
+	if deadline, ok := p.t.Deadline(); ok {
+		near = time.After(time.Until(deadline) - 30*time.Second)
+	}
+	select {
+	case m := <-ch:
+		return m
+	case <-p.done:
+		select {
+		case m := <-ch: // the answer was the last line
+			return m
+		default:
+		}
+		p.t.Fatalf("the aggregator ended without answering %s; stderr:\n%s", what, p.stderr)
+	case <-near:
+		p.t.Fatalf("no answer to %s by the test's deadline%s; stderr:\n%s", what, more(), p.stderr)
+	}
+	return message{}
+}
