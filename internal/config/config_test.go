@@ -209,7 +209,7 @@ func TestLoadFile(t *testing.T) {
 
 // The schema is the contract: every server field it describes must be one the loader reads.
 func TestKnownServerFields(t *testing.T) {
-	got := slices.Sorted(maps.Keys(knownServerFields))
+	got := slices.Sorted(maps.Keys(knownServerFields()))
 	want := []string{
 		"alwaysAllow", "alwaysLoad", "args", "autoApprove", "command", "cwd", "description",
 		"dev", "disabled", "disabledTools", "enabled", "env", "envFile", "excludeTools", "httpUrl",

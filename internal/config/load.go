@@ -137,7 +137,7 @@ func decode(doc any, root string, raw *genconfig.Config) error {
 		fields, _ := entry.(map[string]any)
 		known := map[string]any{}
 		for name, value := range fields {
-			if knownServerFields[name] {
+			if knownServerFields()[name] {
 				known[name] = value
 			}
 		}
@@ -226,7 +226,7 @@ func fieldWarnings(file, root string, doc any) []Warning {
 func unknownFields(file, root, key string, fields map[string]any) []Warning {
 	var warnings []Warning
 	for _, field := range slices.Sorted(maps.Keys(fields)) {
-		if knownServerFields[field] {
+		if knownServerFields()[field] {
 			continue
 		}
 		msg := fmt.Sprintf("server %q: field %q is not used by mcp-simple-aggregator and is ignored", key, field)

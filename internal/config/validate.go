@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -17,13 +18,22 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/schema"
 )
 
-// The schema is compiled once; it is part of the program, so a schema that does not compile
-// is a bug and panics at start-up (and in every test).
-var (
-	configSchema, remoteBranches, schemaDoc = compileSchema()
-	knownServerFields                       = serverFields(schemaDoc)
-	printer                                 = message.NewPrinter(language.English)
-)
+// The schema is compiled once, on first use, not at package init: every process of the program
+// pays what init does, also one that never reads a configuration (a --share forwarder, `stop`),
+// and compiling it costs about 0.6 MB and 1 ms. It is part of the program, so a schema that
+// does not compile is a bug and panics at its first use (and in every test).
+var theSchema = sync.OnceValue(compileSchema)
+
+// printer words the validator's messages; made on first use for the same reason.
+var printer = sync.OnceValue(func() *message.Printer { return message.NewPrinter(language.English) })
+
+// compiledSchema is the configuration schema, compiled, with what is read from its document.
+type compiledSchema struct {
+	schema *jsonschema.Schema
+	remote []remoteBranch  // the ways for an entry to be remote (remoteField)
+	doc    map[string]any  // the document, for its "x-messages"
+	fields map[string]bool // the fields of a server entry (knownServerFields)
+}
 
 // remoteBranch is one way for an entry to be remote: a branch of the "if" of a server in the
 // schema, and the field it is about (the first of its "required").
@@ -32,7 +42,7 @@ type remoteBranch struct {
 	schema *jsonschema.Schema
 }
 
-func compileSchema() (*jsonschema.Schema, []remoteBranch, map[string]any) {
+func compileSchema() *compiledSchema {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.Config))
 	if err != nil {
 		panic(fmt.Sprintf("schema/config.schema.json: %v", err))
@@ -60,7 +70,8 @@ func compileSchema() (*jsonschema.Schema, []remoteBranch, map[string]any) {
 	if len(branches) == 0 {
 		panic("schema/config.schema.json: /$defs/server/if/anyOf: no branches")
 	}
-	return s, branches, doc.(map[string]any)
+	m := doc.(map[string]any)
+	return &compiledSchema{schema: s, remote: branches, doc: m, fields: serverFields(m)}
 }
 
 func firstOf(list []any) any {
@@ -73,7 +84,7 @@ func firstOf(list []any) any {
 // remoteField returns the field that makes a server entry remote, by the branches of the "if"
 // of a server in the schema, or "" when the entry is a stdio server.
 func remoteField(entry any) string {
-	for _, b := range remoteBranches {
+	for _, b := range theSchema().remote {
 		if b.schema.Validate(entry) == nil {
 			return b.field
 		}
@@ -81,8 +92,11 @@ func remoteField(entry any) string {
 	return ""
 }
 
-// serverFields are the fields the schema describes for a server entry. Any other field is
+// knownServerFields are the fields the schema describes for a server entry. Any other field is
 // reported as ignored: the list comes from the schema so that it is never written twice.
+func knownServerFields() map[string]bool { return theSchema().fields }
+
+// serverFields reads the fields of a server entry from the schema's document.
 func serverFields(doc map[string]any) map[string]bool {
 	props, _ := lookupSchema(doc, "/$defs/server/properties").(map[string]any)
 	fields := map[string]bool{}
@@ -95,7 +109,7 @@ func serverFields(doc map[string]any) map[string]bool {
 // validate checks the raw document against the schema and returns every violation, sorted by
 // pointer and message.
 func validate(doc any) []Problem {
-	err := configSchema.Validate(doc)
+	err := theSchema().schema.Validate(doc)
 	if err == nil {
 		return nil
 	}
@@ -151,14 +165,14 @@ func relocate(e *jsonschema.ValidationError, loc []string) {
 func leafMessage(e *jsonschema.ValidationError) string {
 	if _, frag, ok := strings.Cut(e.SchemaURL, "#"); ok {
 		if ptr, err := url.PathUnescape(frag); err == nil {
-			node, _ := lookupSchema(schemaDoc, ptr).(map[string]any)
+			node, _ := lookupSchema(theSchema().doc, ptr).(map[string]any)
 			messages, _ := node["x-messages"].(map[string]any)
 			if msg, ok := messages[keyword(e.ErrorKind)].(string); ok {
 				return msg
 			}
 		}
 	}
-	return e.ErrorKind.LocalizedString(printer)
+	return e.ErrorKind.LocalizedString(printer())
 }
 
 // keyword is the schema keyword that failed.
@@ -205,7 +219,7 @@ func closestField(field string) string {
 	lower := strings.ToLower(field)
 	limit := min(max(1, len([]rune(lower))/3), 3)
 	best, bestDist := "", limit+1
-	for _, known := range slices.Sorted(maps.Keys(knownServerFields)) {
+	for _, known := range slices.Sorted(maps.Keys(knownServerFields())) {
 		k := strings.ToLower(known)
 		if len([]rune(lower)) < 5 && (lower == "" || k[0] != lower[0]) {
 			continue
