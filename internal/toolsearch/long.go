@@ -3,6 +3,7 @@ package toolsearch
 import (
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -51,7 +52,7 @@ func (ix *Index) knows(q queryTerm) bool {
 	if _, ok := ix.idf[q.term]; ok {
 		return true
 	}
-	for _, e := range expansions[q.term] {
+	for _, e := range expansions()[q.term] {
 		if _, ok := ix.idf[e.term]; ok {
 			return true
 		}
@@ -90,7 +91,7 @@ func splitSteps(text string) []string {
 			for j < len(rs) && unicode.IsLetter(rs[j]) {
 				j++
 			}
-			if j > i+1 && (j == len(rs) || !unicode.IsLetter(rs[j])) && stepWords[strings.ToLower(string(rs[i+1:j]))] {
+			if j > i+1 && (j == len(rs) || !unicode.IsLetter(rs[j])) && stepWords()[strings.ToLower(string(rs[i+1:j]))] {
 				flush()
 				i = j - 1
 				continue
@@ -104,7 +105,9 @@ func splitSteps(text string) []string {
 	return parts
 }
 
-var stepWords = set("and then also after afterwards finally next plus")
+// stepWords separate the steps of a long query. The set is made on first use, not at init,
+// like expansions.
+var stepWords = sync.OnceValue(func() map[string]bool { return set("and then also after afterwards finally next plus") })
 
 // The weights of the merge (reciprocal rank fusion, Cormack, Clarke and Buettcher, 2009): a
 // tool gets wholeWeight/(fuseK+rank) from its place in the whole query's ranking, plus

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Users ask for tools in their own words, and tool descriptions use others: "remove" for
@@ -151,8 +152,9 @@ var abbreviations = map[string]string{
 
 // longForms are the abbreviations by stemmed term, each with the stemmed terms of its long form.
 // Two abbreviations can stem alike (doc, docs): the first in alphabetical order wins, whatever
-// the order of the map, so that every process ranks alike.
-var longForms = func() map[string][]string {
+// the order of the map, so that every process ranks alike. Built on first use, not at init,
+// like expansions.
+var longForms = sync.OnceValue(func() map[string][]string {
 	m := map[string][]string{}
 	for _, short := range slices.Sorted(maps.Keys(abbreviations)) {
 		if _, taken := m[stem(short)]; !taken {
@@ -160,7 +162,7 @@ var longForms = func() map[string][]string {
 		}
 	}
 	return m
-}()
+})
 
 const (
 	synonymWeight      = 0.5
@@ -173,8 +175,10 @@ type expansion struct {
 	weight float64
 }
 
-// expansions are, by stemmed term, the other terms it matches.
-var expansions = func() map[string][]expansion {
+// expansions are, by stemmed term, the other terms it matches. Built on first use, not at
+// package init: every process of the program pays what init does (about 0.2 MB here), also one
+// that never searches tools (a --share forwarder, `stop`).
+var expansions = sync.OnceValue(func() map[string][]expansion {
 	m := map[string][]expansion{}
 	add := func(from, to string, w float64) {
 		if from == to {
@@ -208,4 +212,4 @@ var expansions = func() map[string][]expansion {
 		}
 	}
 	return m
-}()
+})

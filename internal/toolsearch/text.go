@@ -2,6 +2,7 @@ package toolsearch
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -51,7 +52,7 @@ func words(text string, visit func(w string)) {
 func terms(text string) []string {
 	var out []string
 	words(text, func(w string) {
-		if stopWords[w] {
+		if stopWords()[w] {
 			return
 		}
 		out = append(out, stem(w))
@@ -105,13 +106,16 @@ func isASCIILetters(w string) bool {
 
 func hasVowel(w string) bool { return strings.ContainsAny(w, "aeiouy") }
 
-// stopWords carry no meaning for a search of tools.
-var stopWords = set(`a an the and or of to in on at by for from with without into onto over under about as is are was were be been being
+// stopWords carry no meaning for a search of tools. The set is made on first use, not at init,
+// like expansions.
+var stopWords = sync.OnceValue(func() map[string]bool {
+	return set(`a an the and or of to in on at by for from with without into onto over under about as is are was were be been being
 it its this that these those there here i me my mine we our ours you your yours he she they them their his her
 do does did done can could should would will shall may might must have has had having not no yes so than then
 what which who whom whose when where why how all any some each every just also very too only own same such
 please want need like get got let make use using used via per one
 help tell give know`)
+})
 
 func set(list string) map[string]bool {
 	m := map[string]bool{}

@@ -281,7 +281,7 @@ func (ix *Index) rank(sc *scratch, qts []queryTerm, server string, n int) []Hit 
 	}
 	for _, q := range qts {
 		note(q.term, q.weight)
-		for _, e := range expansions[q.term] {
+		for _, e := range expansions()[q.term] {
 			note(e.term, q.weight*e.weight)
 		}
 		if q.literal != "" {
@@ -297,7 +297,7 @@ func (ix *Index) rank(sc *scratch, qts []queryTerm, server string, n int) []Hit 
 		// person) cannot tell tools apart: it does not count towards coverage.
 		qidf, known := ix.idf[q]
 		if !known {
-			for _, e := range expansions[q] {
+			for _, e := range expansions()[q] {
 				if v, ok := ix.idf[e.term]; ok && v > qidf {
 					qidf, known = v, true
 				}
@@ -329,7 +329,7 @@ func (ix *Index) rank(sc *scratch, qts []queryTerm, server string, n int) []Hit 
 			}
 		}
 		try(q, qt.weight)
-		for _, e := range expansions[q] {
+		for _, e := range expansions()[q] {
 			try(e.term, qt.weight*e.weight)
 		}
 		if qt.literal != "" {
@@ -396,7 +396,7 @@ func queryTerms(query string) []queryTerm {
 	var out []queryTerm
 	seen := map[string]bool{}
 	for _, t := range terms(query) {
-		long := longForms[t]
+		long := longForms()[t]
 		if len(long) == 0 {
 			if !seen[t] {
 				seen[t] = true
