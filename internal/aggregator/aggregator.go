@@ -141,6 +141,12 @@ type Options struct {
 	// Audit receives a line per call, withheld or changed definition and server event
 	// (audit.go); nil keeps no audit log. The caller closes it after Close.
 	Audit *audit.Log
+	// Env is the session's environment, as NAME=value: what its servers inherit and what a
+	// reload expands the configuration with; nil is this process's (a session hosted by the
+	// shared process of --share has its client's). Dir is the session's working directory,
+	// where a server without "cwd" runs; "" is this process's.
+	Env []string
+	Dir string
 }
 
 // Aggregator serves what a set of servers offer to one client.
@@ -456,7 +462,7 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 // childEnv is the aggregator's environment with a server's env on top (the server's values
 // win), plus the loop-detection chain.
 func (a *Aggregator) childEnv(env map[string]string) []string {
-	base := os.Environ()
+	base := a.environ()
 	out := make([]string, 0, len(base)+len(env)+1)
 	over := map[string]bool{chainVar: true}
 	for name := range env {
@@ -472,7 +478,7 @@ func (a *Aggregator) childEnv(env map[string]string) []string {
 		out = append(out, name+"="+env[name])
 	}
 	chain := a.cfgPath
-	if parent := os.Getenv(chainVar); parent != "" {
+	if parent := a.getenv(chainVar); parent != "" {
 		chain = parent + string(os.PathListSeparator) + a.cfgPath
 	}
 	return append(out, chainVar+"="+chain)
@@ -486,10 +492,36 @@ func envKey(name string) string {
 	return name
 }
 
+// environ is the session's environment (Options.Env).
+func (a *Aggregator) environ() []string {
+	if a.opts.Env != nil {
+		return a.opts.Env
+	}
+	return os.Environ()
+}
+
+// lookupEnv is a variable of the session's environment, for the configuration's references.
+func (a *Aggregator) lookupEnv(name string) (string, bool) {
+	if a.opts.Env == nil {
+		return os.LookupEnv(name)
+	}
+	for i := len(a.opts.Env) - 1; i >= 0; i-- { // the last of a name wins, as exec's does
+		if k, v, ok := strings.Cut(a.opts.Env[i], "="); ok && envKey(k) == envKey(name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func (a *Aggregator) getenv(name string) string {
+	v, _ := a.lookupEnv(name)
+	return v
+}
+
 // checkLoop fails when an aggregator above this one serves the same configuration file: its
 // servers would start this one again, forever.
 func (a *Aggregator) checkLoop() error {
-	chain := os.Getenv(chainVar)
+	chain := a.getenv(chainVar)
 	if chain == "" {
 		return nil
 	}

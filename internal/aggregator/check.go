@@ -267,7 +267,7 @@ func (a *Aggregator) byUsePolicy() string {
 
 // cachedReport is what the catalog cache holds for the entry sc.
 func (a *Aggregator) cachedReport(sc config.Server) *CachedReport {
-	entries := a.opts.Cache.Of(catalogcache.Server{Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: dirOf(sc)})
+	entries := a.opts.Cache.Of(catalogcache.Server{Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: a.dirOf(sc)})
 	rep := &CachedReport{Clients: len(entries)}
 	if len(entries) > 0 {
 		rep.Written = entries[0].Written

@@ -34,14 +34,17 @@ import (
 // identity is the cache's identity of the entry cfg for the client params (the servers'
 // initialize, whose capabilities and clientInfo also make a modern server's envelope).
 func (a *Aggregator) identity(cfg config.Server, params []byte) catalogcache.Identity {
-	return a.opts.Cache.Identity(catalogcache.Server{Command: cfg.Command, Args: cfg.Args, Env: cfg.Env, Dir: dirOf(cfg), Client: params})
+	return a.opts.Cache.Identity(catalogcache.Server{Command: cfg.Command, Args: cfg.Args, Env: cfg.Env, Dir: a.dirOf(cfg), Client: params})
 }
 
-// dirOf is the working directory the server of cfg runs in: its entry's, or the aggregator's
+// dirOf is the working directory the server of cfg runs in: its entry's, or the session's
 // (a server that reads its directory serves another one elsewhere).
-func dirOf(cfg config.Server) string {
+func (a *Aggregator) dirOf(cfg config.Server) string {
 	if cfg.Dir != "" {
 		return cfg.Dir
+	}
+	if a.opts.Dir != "" {
+		return a.opts.Dir
 	}
 	dir, _ := os.Getwd()
 	return dir

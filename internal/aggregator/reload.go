@@ -3,7 +3,6 @@ package aggregator
 import (
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -75,7 +74,7 @@ func (a *Aggregator) Reload() {
 	a.roster.mu.Lock()
 	file := a.roster.cfg.File
 	a.roster.mu.Unlock()
-	cfg, warnings, err := config.Load(file, os.LookupEnv)
+	cfg, warnings, err := config.Load(file, a.lookupEnv)
 	for _, w := range warnings {
 		a.log.Warn(w.String())
 	}
