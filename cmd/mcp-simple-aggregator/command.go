@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 )
 
 // A command is one of the program's commands, each a type in a file of its own (serve.go,
@@ -29,10 +32,14 @@ type command interface {
 	run(args []string, env *environment) int
 }
 
-// environment is what a command runs with: its standard files.
+// environment is what a command runs with: its standard files and, for a session the shared
+// process of --share hosts for a forwarder, that session (its client's environment and
+// directory, its servers the shared process's, and no watchdog or signals of its own).
 type environment struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	hosted         *shared.Hosted
+	ctx            context.Context // the hosted session's
 }
 
 // Exit codes.

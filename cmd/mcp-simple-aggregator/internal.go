@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,9 +56,28 @@ func runShared(args []string, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGHUP) // it has no terminal, and no configuration to reload
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := shared.RunDaemon(ctx, args[0], linger, log); err != nil {
+	if err := shared.RunDaemon(ctx, args[0], linger, log, hostSession); err != nil {
 		log.Error("the shared process failed", "error", err)
 		return exitError
 	}
 	return exitOK
+}
+
+// hostSession runs a session the shared process hosts for a forwarder: serving, with the
+// client's flags, environment and directory, over the shared process's servers. Its
+// configuration's errors are the session's alone, said as unshared.
+func hostSession(ctx context.Context, h *shared.Hosted) int {
+	c := &serveCmd{}
+	fs := flag.NewFlagSet(program, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.setFlags(fs)
+	err := fs.Parse(h.Args)
+	if err == nil {
+		err = c.check(fs.Args())
+	}
+	if err != nil {
+		fmt.Fprintf(h.Stderr, "%s: %v\n", program, err)
+		return exitUsage
+	}
+	return c.run(nil, &environment{stdin: h.In, stdout: h.Out, stderr: h.Stderr, hosted: h, ctx: ctx})
 }

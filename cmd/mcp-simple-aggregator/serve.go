@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type serveCmd struct {
 	auditLog    string        // the audit log's file; "" for none
 	auditBodies bool          // the audit log records arguments and results
 	version     bool
+	fs          *flag.FlagSet // what set them, for the flags a forwarder hands over
 }
 
 func (*serveCmd) name() string { return "" }
@@ -61,6 +63,7 @@ fails to start, 2 when the command line is wrong.
 }
 
 func (c *serveCmd) setFlags(fs *flag.FlagSet) {
+	c.fs = fs
 	c.config.set(fs)
 	c.policy.set(fs)
 	fs.BoolVar(&c.noWatch, "no-watch", false,
@@ -98,6 +101,11 @@ func (c *serveCmd) run(_ []string, env *environment) int {
 		fmt.Fprintln(env.stdout, versionLine())
 		return exitOK
 	}
+	if c.policy.share && env.hosted == nil {
+		if code, ok := c.forward(env); ok {
+			return code
+		}
+	}
 	s, ok := begin(&c.config, env, false)
 	if !ok {
 		return exitError
@@ -111,19 +119,18 @@ func (c *serveCmd) run(_ []string, env *environment) int {
 	if c.policy.lazy {
 		s.useCache()
 	}
-	if c.policy.share {
-		// After the configuration was read and checked: its errors are this session's alone.
-		if sess := joinShared(c.linger, s.cfg.File, &s.opts, log); sess != nil {
-			defer sess.Close()
-		}
-	}
 	auditLog := openAuditLog(c.auditLog, c.auditBodies, log) // audit.go
 	defer auditLog.Close()                                   // last: after the servers' stop events
 	s.opts.Audit = auditLog
 	// SIGHUP asks for a reload (on Unix), from here on: one during the start-up does not end
-	// the program, it reloads once the servers have started.
-	hup, stopHup := reloadSignal()
-	defer stopHup()
+	// the program, it reloads once the servers have started. A hosted session reloads when
+	// its file changes.
+	var hup <-chan os.Signal
+	if env.hosted == nil {
+		ch, stopHup := reloadSignal()
+		defer stopHup()
+		hup = ch
+	}
 	agg, err := aggregator.Start(s.ctx, s.cfg, s.opts)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -148,6 +155,48 @@ func (c *serveCmd) run(_ []string, env *environment) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// forward serves the session through the user's shared process (--share), which hosts it:
+// this process reads no configuration, starts no server, and only copies the client's
+// messages (internal/shared's forwarder). ok is false when no shared process can be had (on
+// Windows, or in a place that is not private): it says why, and the session serves unshared.
+func (c *serveCmd) forward(env *environment) (code int, ok bool) {
+	if !shared.Supported {
+		fmt.Fprintf(env.stderr, "%s: warning: --share is not supported on this system: every session runs its own servers\n", program)
+		return 0, false
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		dir, _ := os.Getwd()
+		cfgPath, _ := filepath.Abs(c.config.path) // check shows it to sessions started elsewhere
+		code, err = shared.Forward(shared.ForwardOptions{
+			Options: shared.Options{Executable: exe, Version: buildVersion(), Config: cfgPath, Linger: c.linger},
+			Args:    c.handedArgs(), Named: c.config.path, Env: os.Environ(), Dir: dir,
+			Stdin: env.stdin, Stdout: env.stdout, Stderr: env.stderr,
+		})
+		if err == nil {
+			return code, true
+		}
+	}
+	fmt.Fprintf(env.stderr, "%s: warning: --share: %v; this session runs its own servers\n", program, err)
+	return 0, false
+}
+
+// handedArgs are the flags given on the command line, as the shared process parses them for
+// the session it hosts: files as absolute paths (it runs elsewhere).
+func (c *serveCmd) handedArgs() []string {
+	var args []string
+	c.fs.Visit(func(f *flag.Flag) {
+		v := f.Value.String()
+		if f.Name == "config" || f.Name == "audit-log" {
+			if abs, err := filepath.Abs(v); err == nil {
+				v = abs
+			}
+		}
+		args = append(args, "-"+f.Name+"="+v)
+	})
+	return args
 }
 
 // nothingToStart is the warning, said at start-up before any client connects, for a

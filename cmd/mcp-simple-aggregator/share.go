@@ -1,52 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"text/tabwriter"
-	"time"
 
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/shared"
 )
-
-// joinShared makes the session share its servers (--share): its servers are started by the
-// shared process of this build (internal/shared), which it starts when none runs. When that
-// cannot be (Windows, or a place that is not private), it says why, and the session serves
-// unshared: nil.
-func joinShared(linger time.Duration, configFile string, aggOpts *aggregator.Options, log *slog.Logger) *shared.Session {
-	if !shared.Supported {
-		log.Warn("--share is not supported on this system: every session runs its own servers")
-		return nil
-	}
-	if abs, err := filepath.Abs(configFile); err == nil {
-		configFile = abs // check shows it to sessions started elsewhere
-	}
-	exe, err := os.Executable()
-	if err == nil {
-		var sess *shared.Session
-		sess, err = shared.Join(shared.Options{Executable: exe, Version: buildVersion(), Config: configFile, Linger: linger, Log: log})
-		if err == nil {
-			aggOpts.Start = func(spec child.Spec, client json.RawMessage, stderr io.Writer) (aggregator.Process, error) {
-				a, err := sess.Start(spec, client, stderr)
-				if err != nil {
-					return nil, err
-				}
-				return a, nil
-			}
-			aggOpts.StartWithClient = true
-			log.Debug("sharing the servers", "socket", sess.Socket())
-			return sess
-		}
-	}
-	log.Warn("--share: " + err.Error() + "; this session runs its own servers")
-	return nil
-}
 
 // sharedStatus is what the shared process of this build runs, for check; nil when none runs
 // (or sharing is not supported here).

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -50,9 +53,17 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 	}}
 	undo = append(undo, func() { errw.Close(2 * time.Second) })
 
-	cfg, warnings, err := config.Load(f.path, os.LookupEnv)
+	lookup := os.LookupEnv
+	if env.hosted != nil {
+		lookup = env.hosted.LookupEnv
+	}
+	cfg, warnings, err := config.Load(f.path, lookup)
 	for _, w := range warnings {
 		log.Warn(w.String())
+	}
+	if h := env.hosted; err != nil && h != nil && h.Named != h.Config {
+		// Said as unshared: the file as the client's command line names it.
+		err = errors.New(strings.ReplaceAll(err.Error(), h.Config+":", h.Named+":"))
 	}
 	if errors.As(err, &s.unusable) && partial {
 		fmt.Fprintln(errw, err)
@@ -65,6 +76,24 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 	}
 	log.Debug("configuration loaded", "file", cfg.File, "servers", len(cfg.Servers))
 	s.cfg = cfg
+	s.opts = f.options()
+	s.opts.Log, s.opts.Stderr = log, errw
+	if h := env.hosted; h != nil {
+		// The shared process runs the servers, under its own watchdog, and ends the session
+		// with ctx.
+		s.ctx = env.ctx
+		s.opts.Env, s.opts.Dir = h.Env, h.Dir
+		sess := h.Session()
+		s.opts.Start = func(spec child.Spec, client json.RawMessage, stderr io.Writer) (aggregator.Process, error) {
+			a, err := sess.Start(spec, client, stderr)
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		}
+		s.opts.StartWithClient = true
+		return s, true
+	}
 
 	// The watchdog ends the servers' process groups if this process is killed before it can.
 	if exe, err := os.Executable(); err != nil {
@@ -78,8 +107,6 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	undo = append(undo, stop)
 	s.ctx = ctx
-	s.opts = f.options()
-	s.opts.Log, s.opts.Stderr = log, errw
 	return s, true
 }
 

@@ -38,6 +38,11 @@ type daemon struct {
 	stop     chan struct{} // closed by the first stop request
 	stopOnce sync.Once
 	stoppers []net.Conn // the stop requests' connections, closed once every server has ended
+
+	hostFunc Host                  // runs a forwarder's session (host.go)
+	ctx      context.Context       // the hosted sessions'
+	logs     map[string]net.Conn   // forwarders' log connections, by session, until taken
+	hosted   map[net.Conn]net.Conn // the hosted sessions' protocol and log connections
 }
 
 // startGrace is how long a shared process waits for its first session.
@@ -45,8 +50,9 @@ const startGrace = 30 * time.Second
 
 // RunDaemon runs the shared process on socket until it has no session and no server process,
 // or until ctx ends (SIGTERM: every server is stopped); linger is how long a server no session
-// uses is kept. When another shared process answers on socket already, it returns at once.
-func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *slog.Logger) error {
+// uses is kept, and host runs the sessions of forwarders. When another shared process answers
+// on socket already, it returns at once.
+func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *slog.Logger, host Host) error {
 	if conn, err := net.DialTimeout("unix", socket, time.Second); err == nil {
 		conn.Close()
 		return nil // one runs: sessions use it
@@ -60,7 +66,10 @@ func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *sl
 		ln.Close()
 		return err
 	}
-	d := &daemon{socket: socket, linger: linger, log: log, ln: ln, sessions: map[net.Conn]SessionStatus{}, done: make(chan struct{}), stop: make(chan struct{})}
+	hostCtx, endHosted := context.WithCancel(context.WithoutCancel(ctx))
+	defer endHosted()
+	d := &daemon{socket: socket, linger: linger, log: log, ln: ln, sessions: map[net.Conn]SessionStatus{}, done: make(chan struct{}), stop: make(chan struct{}),
+		hostFunc: host, ctx: hostCtx, logs: map[string]net.Conn{}, hosted: map[net.Conn]net.Conn{}}
 	time.AfterFunc(startGrace, d.maybeExit)
 	go d.accept()
 	select {
@@ -85,6 +94,7 @@ func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *sl
 // closed, then SIGTERM, then SIGKILL to its process group), and the shared process with them:
 // sessions see their servers end, as after a crash of the shared process, and start another.
 func (d *daemon) shutdown() {
+	d.closeHosted()
 	d.mu.Lock()
 	d.closed = true
 	d.ln.Close()
@@ -136,6 +146,10 @@ func (d *daemon) serve(conn net.Conn) {
 		d.session(conn, r, h)
 	case kindAttach:
 		d.attach(conn, r, h)
+	case kindLog:
+		d.putLog(conn, h.Session)
+	case kindHost:
+		d.host(conn, r, h)
 	case kindStatus:
 		line, _ := json.Marshal(d.status())
 		_, _ = conn.Write(append(line, '\n'))

@@ -98,7 +98,7 @@ func startDaemon(t *testing.T, linger time.Duration) *testDaemon {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(d.done)
-		d.err = RunDaemon(ctx, d.socket, linger, slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		d.err = RunDaemon(ctx, d.socket, linger, slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 	}()
 	t.Cleanup(func() {
 		cancel()

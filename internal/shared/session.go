@@ -37,6 +37,12 @@ type Options struct {
 	// Log, when set, hears (at debug) why a server did not share the process of another
 	// session's server of the same entry.
 	Log *slog.Logger
+	// Dir is the session's working directory, where a server without "cwd" runs; "" is this
+	// process's.
+	Dir string
+	// hosted is a session the shared process hosts (Hosted.Session): its forwarder's
+	// connection counts it as a session, and the place is the shared process's own socket.
+	hosted bool
 }
 
 // Session is one session's link to the shared process of its build.
@@ -74,11 +80,14 @@ func (s *Session) Socket() string { return s.place.socket }
 func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer) (*Attachment, error) {
 	ownDir := sp.Dir != ""
 	if !ownDir {
+		sp.Dir = s.opts.Dir // the session's own: the shared process runs elsewhere
+	}
+	if sp.Dir == "" {
 		dir, err := os.Getwd()
 		if err != nil {
 			return nil, fmt.Errorf("the working directory: %w", err)
 		}
-		sp.Dir = dir // the session's own: the shared process runs elsewhere
+		sp.Dir = dir
 	}
 	sn := seenBy(sp, ownDir)
 	h := hello{Protocol: protocol, Kind: kindAttach, Session: s.id, Key: sp.Key,
@@ -104,9 +113,14 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 	if rep.Apart != "" && s.opts.Log != nil {
 		s.opts.Log.Debug("the server does not share the process of another session's", "server", sp.Key, "pid", rep.PID, "why", rep.Apart)
 	}
-	a := &Attachment{conn: conn, pid: rep.PID, login: rep.LoginShellPath, exited: make(chan struct{}), stderr: stderr, prefix: "[" + sp.Key + "] "}
+	return newAttachment(conn, r, rep, sp.Key, stderr), nil
+}
+
+// newAttachment is the session's side of an attachment whose hello was answered with rep.
+func newAttachment(conn net.Conn, r *bufio.Reader, rep reply, key string, stderr io.Writer) *Attachment {
+	a := &Attachment{conn: conn, pid: rep.PID, login: rep.LoginShellPath, exited: make(chan struct{}), stderr: stderr, prefix: "[" + key + "] "}
 	a.out = &controlReader{r: r, conn: conn, on: a.control, eof: a.ended}
-	return a, nil
+	return a
 }
 
 // errUnanswered is a shared process that closed a connection without a reply.
@@ -122,6 +136,17 @@ func (s *Session) attach(h hello) (net.Conn, *bufio.Reader, reply, error) {
 	if err != nil {
 		return nil, nil, rep, err
 	}
+	rep, err = readReply(conn, r)
+	if err != nil {
+		return nil, nil, rep, err
+	}
+	return conn, r, rep, nil
+}
+
+// readReply reads the shared process's reply to an attachment's hello; the connection is
+// closed when it is an error.
+func readReply(conn net.Conn, r *bufio.Reader) (reply, error) {
+	var rep reply
 	line, err := r.ReadBytes('\n')
 	if err == io.EOF && len(line) == 0 {
 		err = errUnanswered
@@ -131,13 +156,13 @@ func (s *Session) attach(h hello) (net.Conn, *bufio.Reader, reply, error) {
 	}
 	if err != nil {
 		conn.Close()
-		return nil, nil, rep, fmt.Errorf("the shared process %s did not answer: %w", s.place.socket, err)
+		return rep, fmt.Errorf("the shared process did not answer: %w", err)
 	}
 	if rep.Error != "" {
 		conn.Close()
-		return nil, nil, rep, errors.New(rep.Error)
+		return rep, errors.New(rep.Error)
 	}
-	return conn, r, rep, nil
+	return rep, nil
 }
 
 // ensureSession makes sure the session has its own connection to the shared process (which
@@ -145,7 +170,7 @@ func (s *Session) attach(h hello) (net.Conn, *bufio.Reader, reply, error) {
 func (s *Session) ensureSession() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn != nil {
+	if s.conn != nil || s.opts.hosted {
 		return nil
 	}
 	conn, _, err := s.dial(hello{Protocol: protocol, Kind: kindSession, Session: s.id, PID: os.Getpid(), Config: s.opts.Config})
@@ -192,6 +217,9 @@ func (s *Session) dial(h hello) (net.Conn, *bufio.Reader, error) {
 // connect connects to the shared process of this build, and starts it when none runs: one
 // session at a time (the place's lock), so that two sessions starting together start one.
 func (s *Session) connect() (net.Conn, error) {
+	if s.opts.hosted {
+		return s.connectTo() // the shared process's own socket: it runs
+	}
 	if err := private(s.place.dir); err != nil { // again: it is checked on every use
 		return nil, err
 	}

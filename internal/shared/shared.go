@@ -44,6 +44,8 @@ const (
 	kindAttach  = "attach"
 	kindStatus  = "status"
 	kindStop    = "stop"
+	kindLog     = "log"  // a forwarder's log connection (host.go)
+	kindHost    = "host" // a forwarder's protocol connection, with its session's context
 )
 
 // hello is the first line a session writes on a connection to the shared process.
@@ -55,6 +57,15 @@ type hello struct {
 	// A session's connection: who it is, for check.
 	PID    int    `json:"pid,omitempty"`
 	Config string `json:"config,omitempty"`
+
+	// A forwarder's protocol connection: the session's serving flags, environment and
+	// working directory (host.go).
+	Args []string `json:"args,omitempty"`
+	// Named is the configuration file as the client's command line names it, which the
+	// session's messages name it by (Config is its absolute path).
+	Named string   `json:"named,omitempty"`
+	Env   []string `json:"env,omitempty"`
+	Dir   string   `json:"dir,omitempty"`
 
 	// An attachment: the server key (for messages), what to run, its identity, and the
 	// initialize the session's servers are told.

@@ -1,0 +1,426 @@
+package shared
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+)
+
+// The forwarder: with --share, the process a client starts reads no configuration and starts
+// no server. It finds (or starts) the user's shared process, hands it the session's context
+// once (its serving flags, environment and directory), and copies the client's messages both
+// ways; the session runs in the shared process (host.go). It reads of the messages only what
+// it must keep to carry its client over a restart of the shared process: which of the
+// client's requests are unanswered, and what the client set up (its initialize, log level,
+// subscriptions and listens). When the shared process ends without ending the session (it
+// was killed, or stopped), the requests in flight are answered with an error that says so,
+// and the forwarder starts or finds another, gives it the session's context and what the
+// client set up, and goes on.
+
+// ForwardOptions are a forwarder's.
+type ForwardOptions struct {
+	// Options find the shared process (Executable, Version, Linger) and name the session's
+	// configuration (Config, absolute).
+	Options
+	// Args are the serving flags the session runs with (files as absolute paths); Named the
+	// configuration file as the command line names it; Env the session's environment; Dir
+	// its working directory.
+	Args  []string
+	Named string
+	Env   []string
+	Dir   string
+	// Stdin and Stdout are the client's; Stderr is where the session's log goes.
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Forward serves the client of o through the user's shared process until the session ends,
+// and returns its exit status (as an unshared session's would be). It returns an error, with
+// nothing read from the client, when no shared process can be had: the caller then serves
+// unshared.
+func Forward(o ForwardOptions) (int, error) {
+	sess, err := Join(o.Options)
+	if err != nil {
+		return 0, err
+	}
+	f := &forwarder{o: o, sess: sess, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}, replays: map[string]bool{}}
+	f.cond = sync.NewCond(&f.mu)
+	pc, lc, err := f.connect()
+	if err != nil {
+		return 0, err
+	}
+	go f.copyIn()
+	return f.serve(pc, lc), nil
+}
+
+// forwarder is one client's link to the shared process.
+type forwarder struct {
+	o    ForwardOptions
+	sess *Session
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	conn      net.Conn // the protocol connection; nil while there is none
+	inputDone bool     // the client's input ended
+	ended     bool     // the session ended: nothing is sent any more
+	outMu     sync.Mutex
+
+	// What the client set up, kept to set it up again in another shared process.
+	inflight    map[string]string // the client's unanswered requests: method by encoded ID
+	initialize  []byte            // its initialize request
+	initialized bool              // it sent notifications/initialized
+	level       []byte            // its last logging/setLevel request
+	subs        map[string][]byte // its resources/subscribe requests, by URI
+	listens     map[string][]byte // its open subscriptions/listen requests, by encoded ID
+	replays     map[string]bool   // the encoded IDs of the requests sent again, whose answers are not the client's
+	seq         int
+}
+
+// connect makes the session's two connections to the shared process (starting it when none
+// runs): its log, then its protocol, whose hello gives the session's context.
+func (f *forwarder) connect() (pc, lc net.Conn, err error) {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	sid := hex.EncodeToString(id[:])
+	lc, _, err = f.sess.dial(hello{Protocol: protocol, Kind: kindLog, Session: sid})
+	if err != nil {
+		return nil, nil, err
+	}
+	pc, _, err = f.sess.dial(hello{Protocol: protocol, Kind: kindHost, Session: sid, PID: os.Getpid(),
+		Config: f.o.Config, Args: f.o.Args, Named: f.o.Named, Env: f.o.Env, Dir: f.o.Dir})
+	if err != nil {
+		lc.Close()
+		return nil, nil, err
+	}
+	return pc, lc, nil
+}
+
+// serve runs the session over pc and lc, and over the connections of the shared processes
+// after it, until the session ends; it returns the exit status.
+func (f *forwarder) serve(pc, lc net.Conn) int {
+	for {
+		f.mu.Lock()
+		f.conn = pc
+		f.replay()
+		if f.inputDone {
+			closeWrite(pc)
+		}
+		f.cond.Broadcast()
+		f.mu.Unlock()
+
+		outDone := make(chan struct{})
+		go func() {
+			defer close(outDone)
+			f.copyOut(pc)
+		}()
+		code, exited := f.readLog(lc)
+		if exited {
+			<-outDone // the session's last answers, which the shared process wrote before its status
+			f.end()
+			return code
+		}
+
+		// The shared process ended without ending the session.
+		pc.Close()
+		lc.Close()
+		<-outDone
+		f.mu.Lock()
+		f.conn = nil
+		f.failInflight()
+		done := f.inputDone
+		f.mu.Unlock()
+		if done {
+			f.end()
+			return 0
+		}
+		fmt.Fprintln(f.o.Stderr, "mcp-simple-aggregator: warning: the shared process ended; the session goes on in another")
+		var err error
+		for try := 0; ; try++ {
+			if pc, lc, err = f.connect(); err == nil {
+				break
+			}
+			if try == 2 {
+				fmt.Fprintf(f.o.Stderr, "mcp-simple-aggregator: error: the shared process cannot be started again: %v\n", err)
+				f.end()
+				return 1
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// end ends the session: nothing more is sent, and the client's reader stops waiting.
+func (f *forwarder) end() {
+	f.mu.Lock()
+	f.ended = true
+	f.cond.Broadcast()
+	f.mu.Unlock()
+}
+
+// readLog copies the session's log to stderr until its exit status (exited) or the end of the
+// connection.
+func (f *forwarder) readLog(lc net.Conn) (code int, exited bool) {
+	r := bufio.NewReaderSize(lc, 16<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			var l logLine
+			if json.Unmarshal(line, &l) == nil {
+				if l.Exit != nil {
+					return *l.Exit, true
+				}
+				_, _ = io.WriteString(f.o.Stderr, l.Stderr)
+			}
+		}
+		if err != nil {
+			return 0, false
+		}
+	}
+}
+
+// copyIn copies the client's messages to the shared process, noting what it must keep of
+// them, for the forwarder's life.
+func (f *forwarder) copyIn() {
+	r := bufio.NewReaderSize(f.o.Stdin, 64<<10)
+	var long []byte // a line longer than the reader's buffer, gathered whole
+	for {
+		part, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, part...)
+			continue
+		}
+		line := part
+		if long != nil {
+			line = append(long, part...)
+			long = nil
+		}
+		if len(line) > 0 && !f.send(line) {
+			return
+		}
+		if err != nil { // the end of the client's input
+			f.mu.Lock()
+			f.inputDone = true
+			if f.conn != nil {
+				closeWrite(f.conn)
+			}
+			f.mu.Unlock()
+			return
+		}
+	}
+}
+
+// send notes what line sets up and sends it to the current shared process, waiting for one
+// while there is none; false once the session has ended.
+func (f *forwarder) send(line []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.conn == nil && !f.ended {
+		f.cond.Wait()
+	}
+	if f.ended {
+		return false
+	}
+	f.note(line)
+	// A failed write is the shared process's end, which serve sees: the request was noted,
+	// and is answered with an error then.
+	_, _ = f.conn.Write(line)
+	return true
+}
+
+// note keeps what a client's message sets up. Callers hold f.mu.
+func (f *forwarder) note(line []byte) {
+	var id, method, params []byte
+	rawjson.Object(bytes.TrimSpace(line), func(key []byte, start, end int) bool {
+		v := bytes.TrimSpace(line)[start:end]
+		switch string(key) {
+		case "id":
+			id = v
+		case "method":
+			method = v
+		case "params":
+			params = v
+		}
+		return true
+	})
+	m, _ := rawjson.Decode(method)
+	if id == nil {
+		if m == "notifications/initialized" {
+			f.initialized = true
+		}
+		return
+	}
+	if method == nil {
+		return // an answer to the server's request
+	}
+	key := string(id)
+	f.inflight[key] = m
+	keep := func() []byte { return append([]byte(nil), line...) }
+	switch m {
+	case "initialize":
+		f.initialize = keep()
+	case "logging/setLevel":
+		f.level = keep()
+	case "resources/subscribe", "resources/unsubscribe":
+		uri, _ := rawjson.StringMember(params, "uri")
+		if m == "resources/subscribe" {
+			f.subs[uri] = keep()
+		} else {
+			delete(f.subs, uri)
+		}
+	case "subscriptions/listen":
+		f.listens[key] = keep()
+	}
+}
+
+// responseHead starts every answer the session writes (stdio.Response), the ID after it.
+var responseHead = []byte(`{"jsonrpc":"2.0","id":`)
+
+// copyOut copies the session's messages to the client until the connection ends, retiring
+// the requests they answer, and leaving out the answers to requests sent again.
+func (f *forwarder) copyOut(pc net.Conn) {
+	r := bufio.NewReaderSize(pc, 64<<10)
+	w := bufio.NewWriterSize(f.o.Stdout, 64<<10)
+	atStart, skip := true, false
+	for {
+		part, err := r.ReadSlice('\n')
+		if atStart && len(part) > 0 {
+			skip = f.answered(part)
+		}
+		if !skip {
+			_, _ = w.Write(part)
+		}
+		atStart = err == nil
+		if r.Buffered() == 0 || err != nil {
+			f.outMu.Lock()
+			_ = w.Flush()
+			f.outMu.Unlock()
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
+	}
+}
+
+// answered retires the request that the message starting with head answers, if it is an
+// answer; it reports whether the answer is to a request sent again (not the client's).
+func (f *forwarder) answered(head []byte) bool {
+	rest, ok := bytes.CutPrefix(head, responseHead)
+	if !ok {
+		return false
+	}
+	end := idEnd(rest)
+	if end < 0 {
+		return false
+	}
+	after := rest[end:]
+	if !bytes.HasPrefix(after, []byte(`,"result"`)) && !bytes.HasPrefix(after, []byte(`,"error"`)) {
+		return false // a request of the server's
+	}
+	key := string(rest[:end])
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.inflight, key)
+	delete(f.listens, key)
+	if f.replays[key] {
+		delete(f.replays, key)
+		return true
+	}
+	return false
+}
+
+// idEnd is the end of the JSON value (a string or a number, as IDs are) at the start of b; -1
+// when b does not hold it whole.
+func idEnd(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	if b[0] != '"' {
+		i := 0
+		for i < len(b) && (b[i] == '-' || b[i] == '+' || b[i] == '.' || b[i] == 'e' || b[i] == 'E' || (b[i] >= '0' && b[i] <= '9')) {
+			i++
+		}
+		if i == 0 || i == len(b) {
+			return -1
+		}
+		return i
+	}
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// failInflight answers the client's requests in flight with an error: the shared process that
+// ran them ended. Its listens stay open: they are sent again. Callers hold f.mu.
+func (f *forwarder) failInflight() {
+	f.outMu.Lock()
+	defer f.outMu.Unlock()
+	for id, method := range f.inflight {
+		if _, listen := f.listens[id]; listen {
+			continue
+		}
+		delete(f.inflight, id)
+		msg := fmt.Sprintf("%s: the request ended with the shared process that ran it (it may or may not have been done); the session goes on in another", method)
+		errObj, _ := json.Marshal(map[string]any{"code": -32603, "message": msg})
+		line := append(append(append(append([]byte(nil), responseHead...), id...), `,"error":`...), errObj...)
+		_, _ = f.o.Stdout.Write(append(line, "}\n"...))
+	}
+}
+
+// replay sends what the client set up to a new shared process: its initialize and
+// notifications/initialized, its log level and subscriptions (under IDs of the forwarder's,
+// whose answers are not the client's), and its open listens (under their own IDs, which the
+// client still waits on). Callers hold f.mu.
+func (f *forwarder) replay() {
+	again := func(line []byte) {
+		f.seq++
+		id := strconv.Quote("mcp-simple-aggregator/again-" + strconv.Itoa(f.seq))
+		trimmed := bytes.TrimSpace(line)
+		if start, end, ok := rawjson.Member(trimmed, "id"); ok {
+			f.replays[id] = true
+			_, _ = f.conn.Write(append(rawjson.Replace(trimmed, start, end, []byte(id)), '\n'))
+		}
+	}
+	if f.initialize != nil {
+		again(f.initialize)
+		if f.initialized {
+			_, _ = f.conn.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"))
+		}
+	}
+	if f.level != nil {
+		again(f.level)
+	}
+	for _, line := range f.subs {
+		again(line)
+	}
+	for id, line := range f.listens {
+		f.inflight[id] = "subscriptions/listen"
+		_, _ = f.conn.Write(line)
+	}
+}
+
+// closeWrite ends what is written on c, so that its reader sees the end of input.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}

@@ -1,0 +1,196 @@
+package shared
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The shared process hosts the sessions of the forwarders (forward.go): each client's session
+// runs here, over the shared process's servers, with the client's own environment, directory
+// and command line, and the process the client started only copies bytes. A forwarder makes
+// two connections under one session ID: its log ("log": what the session says for its
+// client's stderr, then its exit status), then its protocol ("host": the session's context in
+// the hello, then the client's messages both ways, untouched).
+
+// A Host runs one hosted session until its client's input ends or ctx does, and returns the
+// exit status the forwarder exits with. It is the serving command's, given to RunDaemon.
+type Host func(ctx context.Context, s *Hosted) int
+
+// Hosted is a session the shared process hosts for a forwarder.
+type Hosted struct {
+	// Args are the serving flags the client's command line gave; Env its environment; Dir its
+	// working directory; PID the forwarder's process.
+	Args []string
+	Env  []string
+	Dir  string
+	PID  int
+	// Config is the configuration file's absolute path, and Named the file as the client's
+	// command line names it: the session's messages name it so, as unshared.
+	Config, Named string
+	// In and Out are the client's messages, as stdin and stdout are to an unshared session;
+	// Stderr goes to the forwarder's stderr.
+	In     io.Reader
+	Out    io.Writer
+	Stderr io.Writer
+
+	d  *daemon
+	id string
+}
+
+// LookupEnv is a variable of the session's environment.
+func (s *Hosted) LookupEnv(name string) (string, bool) {
+	for i := len(s.Env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(s.Env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Session is the hosted session's link to the shared process's servers, whose Start is the
+// session's aggregator.Starter: as an unshared session's own (--share), it attaches each
+// server over the shared process's socket, here from within it. A server without a "cwd"
+// runs in the session's directory.
+func (s *Hosted) Session() *Session {
+	return &Session{opts: Options{Dir: s.Dir, Linger: s.d.linger, hosted: true},
+		place: place{socket: s.d.socket}, id: s.id}
+}
+
+// logLine is a line of a hosted session's log connection: a write of the session's stderr,
+// or, last, its exit status.
+type logLine struct {
+	Stderr string `json:"stderr,omitempty"`
+	Exit   *int   `json:"exit,omitempty"`
+}
+
+// logWriter writes what a hosted session says to its log connection, a line each.
+type logWriter struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	line, _ := json.Marshal(logLine{Stderr: string(p)})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.conn.Write(append(line, '\n')); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) exit(code int) {
+	line, _ := json.Marshal(logLine{Exit: &code})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.conn.Write(append(line, '\n'))
+}
+
+// logConnWait bounds the wait of a session's protocol connection for its log connection,
+// which the forwarder makes first.
+const logConnWait = 10 * time.Second
+
+// takeLog is the log connection a forwarder made for session id, waiting for it a while.
+func (d *daemon) takeLog(id string) (net.Conn, error) {
+	deadline := time.Now().Add(logConnWait)
+	for {
+		d.mu.Lock()
+		c, ok := d.logs[id]
+		delete(d.logs, id)
+		d.mu.Unlock()
+		if ok {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("no log connection for the session")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// putLog keeps a forwarder's log connection for its protocol connection to take. A log
+// connection no protocol connection takes is closed after logConnWait.
+func (d *daemon) putLog(conn net.Conn, id string) {
+	d.mu.Lock()
+	d.logs[id] = conn
+	d.mu.Unlock()
+	time.AfterFunc(2*logConnWait, func() {
+		d.mu.Lock()
+		c, ok := d.logs[id]
+		if ok && c == conn {
+			delete(d.logs, id)
+		}
+		d.mu.Unlock()
+		if ok && c == conn {
+			conn.Close()
+		}
+	})
+}
+
+// host runs the session of a forwarder's protocol connection: it counts as a session while
+// it runs, and its exit status ends its log.
+func (d *daemon) host(conn net.Conn, r *bufio.Reader, h hello) {
+	logConn, err := d.takeLog(h.Session)
+	if err != nil || d.hostFunc == nil {
+		d.log.Warn("refused a session", "pid", h.PID, "error", err)
+		conn.Close()
+		return
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		conn.Close()
+		logConn.Close()
+		return
+	}
+	d.sessions[conn] = SessionStatus{PID: h.PID, Config: h.Config}
+	d.hosted[conn] = logConn
+	d.mu.Unlock()
+	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
+
+	lw := &logWriter{conn: logConn}
+	s := &Hosted{Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: r, Out: conn, Stderr: lw, d: d, id: h.Session}
+	code := d.runHost(s)
+	lw.exit(code)
+
+	d.mu.Lock()
+	delete(d.sessions, conn)
+	delete(d.hosted, conn)
+	d.mu.Unlock()
+	conn.Close()
+	logConn.Close()
+	d.log.Info("a session ended", "pid", h.PID, "status", code)
+	d.maybeExit()
+}
+
+// runHost runs a hosted session; a panic in it ends that session alone (status 1), never the
+// shared process or another session.
+func (d *daemon) runHost(s *Hosted) (code int) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.log.Error("a session failed", "pid", s.PID, "panic", fmt.Sprint(v))
+			fmt.Fprintf(s.Stderr, "mcp-simple-aggregator: error: the session failed in the shared process: %v\n", v)
+			code = 1
+		}
+	}()
+	return d.hostFunc(d.ctx, s)
+}
+
+// closeHosted ends every hosted session's connections at once (the shared process is ending):
+// their forwarders see it end as after a crash, and start another.
+func (d *daemon) closeHosted() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for conn, logConn := range d.hosted {
+		conn.Close()
+		logConn.Close()
+	}
+}
