@@ -17,7 +17,8 @@ import (
 // floor of two hops, two byte relays in a row, as an unshared session is to one; each figure
 // beside the direct connection, one relay, two relays and an unshared session, interleaved in
 // one run. Then what sharing is for: the start-up of a session whose servers another session
-// already runs, and the memory of five sessions of ten servers, shared and unshared.
+// already runs, and the memory of five sessions of ten servers, shared and unshared. Last, what
+// a session costs on a shared set, and a hundred sessions at once (sharedScale, issue #34).
 func (b *bench) shared() string {
 	rt := filepath.Join(b.dir, "rt") // the shared process of this run alone
 	if err := os.Mkdir(rt, 0o700); err != nil {
@@ -96,6 +97,8 @@ func (b *bench) shared() string {
 	}
 	sb.WriteString("\n")
 	sb.WriteString(b.sharedStartAndMemory(rt))
+	sb.WriteString("\n")
+	sb.WriteString(b.sharedScale())
 	return sb.String()
 }
 
