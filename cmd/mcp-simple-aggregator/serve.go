@@ -123,13 +123,14 @@ func (c *serveCmd) run(_ []string, env *environment) int {
 	defer auditLog.Close()                                   // last: after the servers' stop events
 	s.opts.Audit = auditLog
 	// SIGHUP asks for a reload (on Unix), from here on: one during the start-up does not end
-	// the program, it reloads once the servers have started. A hosted session reloads when
-	// its file changes.
+	// the program, it reloads once the servers have started.
 	var hup <-chan os.Signal
 	if env.hosted == nil {
 		ch, stopHup := reloadSignal()
 		defer stopHup()
 		hup = ch
+	} else {
+		hup = env.hosted.Reloads // the forwarder's SIGHUP
 	}
 	agg, err := aggregator.Start(s.ctx, s.cfg, s.opts)
 	if err != nil {
@@ -168,12 +169,14 @@ func (c *serveCmd) forward(env *environment) (code int, ok bool) {
 	}
 	exe, err := os.Executable()
 	if err == nil {
+		hup, stopHup := reloadSignal()
+		defer stopHup()
 		dir, _ := os.Getwd()
 		cfgPath, _ := filepath.Abs(c.config.path) // check shows it to sessions started elsewhere
 		code, err = shared.Forward(shared.ForwardOptions{
 			Options: shared.Options{Executable: exe, Version: buildVersion(), Config: cfgPath, Linger: c.linger},
 			Args:    c.handedArgs(), Named: c.config.path, Env: os.Environ(), Dir: dir,
-			Stdin: env.stdin, Stdout: env.stdout, Stderr: env.stderr,
+			Stdin: env.stdin, Stdout: env.stdout, Stderr: env.stderr, Reload: hup,
 		})
 		if err == nil {
 			return code, true

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -78,5 +82,37 @@ func TestFaultShareEnvironment(t *testing.T) {
 	for _, p := range []*peer{alpha, beta, third, p1, p2} {
 		p.in.Close()
 	}
+	nothingShared(t, dir, tag)
+}
+
+// A shared session reloads its own configuration: on a change of its file, and on SIGHUP to the
+// process its client started (the forwarder), which the shared process hosting the session
+// hears; another session of the shared process is not touched.
+func TestFaultShareReload(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(reloadConfig(tag, "a")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := writeConfig(t, reloadConfig(tag, "a"))
+	s := shareSession(t, path, "--no-watch", "--debug")
+	o := shareSession(t, other, "--no-watch")
+	reloads := func() int { return strings.Count(s.stderr.String(), "mcp-simple-aggregator: reload: ") }
+
+	if err := os.WriteFile(path, []byte(reloadConfig(tag, "a", "b")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, "the reload on SIGHUP", func() bool { return reloads() == 1 })
+	waitTool(t, s, "b:echo", true)
+	if m := s.call("tools/call", `{"name":"b:echo","arguments":{"x":1}}`); !strings.Contains(string(m.Result), `{"x":1}`) {
+		t.Errorf("a call of the server the reload added: %s", m.Line)
+	}
+	if _, names := tools(t, o.call("tools/list", `{}`)); slices.Contains(names, "b:echo") {
+		t.Errorf("the other session's tools changed with the first's reload: %v", names)
+	}
+	s.in.Close()
+	o.in.Close()
 	nothingShared(t, dir, tag)
 }

@@ -44,6 +44,8 @@ type ForwardOptions struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Reload asks the session to reload its configuration (SIGHUP), each time it receives.
+	Reload <-chan os.Signal
 }
 
 // Forward serves the client of o through the user's shared process until the session ends,
@@ -62,7 +64,20 @@ func Forward(o ForwardOptions) (int, error) {
 		return 0, err
 	}
 	go f.copyIn()
+	go f.reloads()
 	return f.serve(pc, lc), nil
+}
+
+// reloads passes each reload asked for on to the session.
+func (f *forwarder) reloads() {
+	line, _ := json.Marshal(logLine{Reload: true})
+	for range f.o.Reload {
+		f.mu.Lock()
+		if f.logConn != nil {
+			_, _ = f.logConn.Write(append(line, '\n'))
+		}
+		f.mu.Unlock()
+	}
 }
 
 // forwarder is one client's link to the shared process.
@@ -73,6 +88,7 @@ type forwarder struct {
 	mu        sync.Mutex
 	cond      *sync.Cond
 	conn      net.Conn // the protocol connection; nil while there is none
+	logConn   net.Conn // the log connection that goes with it
 	inputDone bool     // the client's input ended
 	ended     bool     // the session ended: nothing is sent any more
 	outMu     sync.Mutex
@@ -112,7 +128,7 @@ func (f *forwarder) connect() (pc, lc net.Conn, err error) {
 func (f *forwarder) serve(pc, lc net.Conn) int {
 	for {
 		f.mu.Lock()
-		f.conn = pc
+		f.conn, f.logConn = pc, lc
 		f.replay()
 		if f.inputDone {
 			closeWrite(pc)
@@ -137,7 +153,7 @@ func (f *forwarder) serve(pc, lc net.Conn) int {
 		lc.Close()
 		<-outDone
 		f.mu.Lock()
-		f.conn = nil
+		f.conn, f.logConn = nil, nil
 		f.failInflight()
 		done := f.inputDone
 		f.mu.Unlock()

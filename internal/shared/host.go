@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -40,6 +42,9 @@ type Hosted struct {
 	In     io.Reader
 	Out    io.Writer
 	Stderr io.Writer
+	// Reloads receives a signal each time the forwarder is asked to reload (SIGHUP), as an
+	// unshared session's signal channel does.
+	Reloads <-chan os.Signal
 
 	d  *daemon
 	id string
@@ -64,11 +69,13 @@ func (s *Hosted) Session() *Session {
 		place: place{socket: s.d.socket}, id: s.id}
 }
 
-// logLine is a line of a hosted session's log connection: a write of the session's stderr,
-// or, last, its exit status.
+// logLine is a line of a hosted session's log connection: from the shared process, a write of
+// the session's stderr or, last, its exit status; from the forwarder, a reload (it had
+// SIGHUP).
 type logLine struct {
 	Stderr string `json:"stderr,omitempty"`
 	Exit   *int   `json:"exit,omitempty"`
+	Reload bool   `json:"reload,omitempty"`
 }
 
 // logWriter writes what a hosted session says to its log connection, a line each.
@@ -157,7 +164,9 @@ func (d *daemon) host(conn net.Conn, r *bufio.Reader, h hello) {
 	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
 
 	lw := &logWriter{conn: logConn}
-	s := &Hosted{Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: r, Out: conn, Stderr: lw, d: d, id: h.Session}
+	reloads := make(chan os.Signal, 1)
+	go readReloads(logConn, reloads)
+	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: r, Out: conn, Stderr: lw, d: d, id: h.Session}
 	code := d.runHost(s)
 	lw.exit(code)
 
@@ -169,6 +178,24 @@ func (d *daemon) host(conn net.Conn, r *bufio.Reader, h hello) {
 	logConn.Close()
 	d.log.Info("a session ended", "pid", h.PID, "status", code)
 	d.maybeExit()
+}
+
+// readReloads passes the forwarder's reloads on, until its log connection ends.
+func readReloads(logConn net.Conn, reloads chan<- os.Signal) {
+	r := bufio.NewReaderSize(logConn, 4<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		var l logLine
+		if json.Unmarshal(line, &l) == nil && l.Reload {
+			select {
+			case reloads <- syscall.SIGHUP:
+			default: // one is pending: it reads the file as it is then
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // runHost runs a hosted session; a panic in it ends that session alone (status 1), never the

@@ -266,17 +266,26 @@ func (s *Session) connectTo() (net.Conn, error) {
 	return conn, nil
 }
 
+// maxLog is the size past which the shared process's log is begun anew when one starts.
+const maxLog = 1 << 20
+
 // DaemonArg, as the first argument, makes the program run as the shared process (RunDaemon).
 const DaemonArg = "__shared"
 
 // startShared starts the shared process: the program run with DaemonArg, detached from the
 // session (a session and process group of its own), its output in the place's log.
 func (s *Session) startShared() error {
-	log, err := os.OpenFile(s.place.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	// Appended to, each line with its time: a shared process that is still ending (stopped,
+	// or its last session gone) may write its last lines after the next one has started. It
+	// is begun anew once it passes maxLog.
+	log, err := os.OpenFile(s.place.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("the shared process's log %s: %w", s.place.log, err)
 	}
 	defer log.Close()
+	if info, err := log.Stat(); err == nil && info.Size() > maxLog {
+		_ = log.Truncate(0)
+	}
 	cmd := exec.Command(s.opts.Executable, DaemonArg, s.place.socket, s.opts.Linger.String())
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = "/"
