@@ -116,3 +116,58 @@ func TestFaultShareReload(t *testing.T) {
 	o.in.Close()
 	nothingShared(t, dir, tag)
 }
+
+// One session's fault ends that session at most, never the shared process or another session:
+// a panic in the handling of its client's message (injected), a malformed message and one over
+// --max-message-size.
+func TestFaultShareSessionFault(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	t.Setenv("MCP_SIMPLE_AGGREGATOR_FAULT_PANIC", "")
+	other := shareSession(t, path, "--max-message-size", "1048576")
+	daemons := sharedProcs(dir)
+	if len(daemons) != 1 {
+		t.Fatalf("%d shared processes", len(daemons))
+	}
+	serving := func(what string) {
+		t.Helper()
+		if m := other.call("tools/call", `{"name":"a:echo","arguments":{"still":1}}`); !strings.Contains(string(m.Result), `{"still":1}`) {
+			t.Fatalf("the other session, after %s: %s", what, m.Line)
+		}
+		if now := sharedProcs(dir); !slices.Equal(now, daemons) {
+			t.Fatalf("the shared processes after %s: %v, before %v", what, now, daemons)
+		}
+	}
+
+	// A malformed message and an oversized one: the session answers as unshared; the other
+	// goes on.
+	bad := shareSession(t, path, "--max-message-size", "1048576")
+	bad.writeLine(`{"jsonrpc":"2.0","id":7,"method":`)
+	m := bad.wait(bad.send("tools/call", `{"name":"a:echo","arguments":{"x":"`+strings.Repeat("x", 2<<20)+`"}}`), "an oversized call")
+	if !strings.Contains(string(m.Error), "message larger than 1048576 bytes") {
+		t.Errorf("an oversized call: %s", m.Line)
+	}
+	serving("a malformed and an oversized message of another session")
+	if m := bad.call("tools/call", `{"name":"a:echo","arguments":{"after":1}}`); !strings.Contains(string(m.Result), `{"after":1}`) {
+		t.Errorf("the session of the malformed and oversized messages, after them: %s", m.Line)
+	}
+
+	// A panic in the handling of a session's message ends that session, with a message and
+	// status 1, as unshared.
+	t.Setenv("MCP_SIMPLE_AGGREGATOR_FAULT_PANIC", "x/boom")
+	faulty := shareSession(t, path)
+	faulty.send("x/boom", `{}`)
+	faulty.waitExit()
+	if code := faulty.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("the session whose handling panicked exited with %d, want 1", code)
+	}
+	if !strings.Contains(faulty.stderr.String(), "the session failed in the reading of the client's messages: a fault injected for x/boom") {
+		t.Errorf("the session's stderr does not say it failed:\n%s", faulty.stderr)
+	}
+	serving("another session's panic")
+
+	bad.in.Close()
+	other.in.Close()
+	nothingShared(t, dir, tag)
+}

@@ -70,6 +70,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -205,6 +206,34 @@ type Aggregator struct {
 	audit *audit.Log // the audit log (audit.go); nil when none is kept, and then it does nothing
 
 	closeOnce sync.Once
+
+	// fault receives the panic that ended one of the session's goroutines (contain): the
+	// session ends with it, and in the shared process no other session does. panicOn is the
+	// method of faultPanicVar.
+	fault   chan error
+	panicOn string
+}
+
+// faultPanicVar, in the session's environment, names a method whose requests make the
+// client's reader panic: a fault injected by the fault suite (a session hosted by the shared
+// process must end alone), never set by users.
+const faultPanicVar = "MCP_SIMPLE_AGGREGATOR_FAULT_PANIC"
+
+// contain ends the session when a panic reaches the top of the goroutine it is deferred in
+// (where says which): it is logged with its stack, and Serve returns it. Unshared that ends
+// the program as a crash would, with a message; in the shared process, which hosts many
+// sessions, it ends this one alone.
+func (a *Aggregator) contain(where string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	err := fmt.Errorf("the session failed in %s: %v", where, v)
+	a.log.Error(err.Error(), "stack", string(debug.Stack()))
+	select {
+	case a.fault <- err:
+	default:
+	}
 }
 
 // chainVar lists the configuration files of the aggregators above this one, so that a
@@ -440,7 +469,9 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 		opts.RestartDelay = 500 * time.Millisecond
 	}
 	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), stateKey: newStateKey(), audit: opts.Audit}
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), stateKey: newStateKey(), audit: opts.Audit,
+		fault: make(chan error, 1)}
+	a.panicOn = a.getenv(faultPanicVar)
 	a.roster = roster{cfg: cfg, slots: map[string]*slot{}}
 	a.closingCtx, a.cancelClosing = context.WithCancel(context.Background())
 	if err := a.checkLoop(); err != nil {
@@ -573,10 +604,16 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 	go func() { done <- session.Wait() }()
 	select {
 	case err = <-done:
+	case err = <-a.fault:
 	case <-ctx.Done():
 		// Not session.Close: it waits for the reader, and a read of stdin cannot be
 		// interrupted. The program exits once the servers are stopped.
 		err = ctx.Err()
+	}
+	select {
+	case fault := <-a.fault: // the end of input it caused came first
+		err = fault
+	default:
 	}
 	if side := a.side(); side != nil {
 		side.end() // what waits for the client is answered: it will not be

@@ -92,6 +92,7 @@ func (a *Aggregator) batches() bool {
 func (a *Aggregator) readClient() {
 	defer a.sdk.endInput()
 	defer a.client.EndBurst()
+	defer a.contain("the reading of the client's messages") // first: before the input ends
 	for {
 		msg, err := a.client.Read()
 		var bad *stdio.BadLineError
@@ -106,6 +107,9 @@ func (a *Aggregator) readClient() {
 		case *jsonrpc.Response:
 			a.clientAnswer(m)
 		case *jsonrpc.Request:
+			if a.panicOn != "" && m.Method == a.panicOn {
+				panic("a fault injected for " + m.Method + " (" + faultPanicVar + ")")
+			}
 			a.clientRequest(m)
 			if a.startErr != nil {
 				return // no server could start: the session ends

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -48,6 +49,7 @@ func init() {
 func (a *Aggregator) readServer(s *server) {
 	defer close(s.readDone)
 	defer s.conn.EndBurst()
+	defer a.contain("the reading of server " + strconv.Quote(s.key) + "'s messages")
 	for {
 		msg, err := s.conn.Read()
 		var bad *stdio.BadLineError
