@@ -15,8 +15,10 @@ check-generate: generate
 	@git diff --exit-code -- gen/ || { echo "gen/ is stale: run 'make generate' and commit the result" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- gen/)" || { git status --porcelain -- gen/ >&2; echo "gen/ has files that are not committed" >&2; exit 1; }
 
+# As the release builds it (.goreleaser.yaml): without cgo, which a cgo build's memory figures
+# would overstate.
 build:
-	$(GO) build -o bin/mcp-simple-aggregator ./cmd/mcp-simple-aggregator
+	CGO_ENABLED=0 $(GO) build -o bin/mcp-simple-aggregator ./cmd/mcp-simple-aggregator
 
 # Speed and memory against a direct connection to the same child; updates the results section
 # of BENCHMARKS.md. A few minutes.
@@ -48,7 +50,7 @@ bench-compare: build
 	$(GO) build -o bin/gosdk-fixture ./internal/fixture/gosdk
 	@set -e; bins=""; for c in $(BASE); do \
 		rm -rf bin/base-src; git worktree prune; git worktree add --detach bin/base-src $$c >/dev/null; \
-		(cd bin/base-src && $(GO) build -o ../base-aggregator-$$c ./cmd/mcp-simple-aggregator); \
+		(cd bin/base-src && CGO_ENABLED=0 $(GO) build -o ../base-aggregator-$$c ./cmd/mcp-simple-aggregator); \
 		git worktree remove --force bin/base-src; bins="$$bins,bin/base-aggregator-$$c"; \
 	done; \
 	labels=$$(echo $(BASE) | tr ' ' ','); \

@@ -412,15 +412,28 @@ func keyList(servers []*server) string {
 	return strings.Join(q, ", ")
 }
 
-// apiToolName is what the Anthropic and OpenAI APIs accept as a tool name (see
-// docs: clients that call those APIs withhold or drop tools with other names).
-var apiToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// apiToolName reports whether name is what the Anthropic and OpenAI APIs accept as a tool
+// name, ^[A-Za-z0-9_-]{1,64}$ (see docs: clients that call those APIs withhold or drop tools
+// with other names). A loop, not a regular expression: that one, with its counted repeat,
+// costs every process of the program 60 KB at start-up.
+func apiToolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // rejectedNames lists the exposed names that API-backed clients would reject.
 func (c *catalog) rejectedNames() []string {
 	var bad []string
 	for _, t := range c.order {
-		if !apiToolName.MatchString(t.exposed) {
+		if !apiToolName(t.exposed) {
 			bad = append(bad, t.exposed)
 		}
 	}
@@ -436,7 +449,7 @@ func nameWarning(c *catalog, sep string) string {
 	}
 	fix := "start with --separator __"
 	for _, t := range c.order {
-		if !apiToolName.MatchString(t.server.key + "__" + t.original) {
+		if !apiToolName(t.server.key + "__" + t.original) {
 			fix = "use server keys of letters, digits, _ and - (and --separator __), keeping key and tool name within 64 characters"
 			break
 		}

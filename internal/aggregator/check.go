@@ -244,7 +244,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) *Report {
 			Name:   t.exposed,
 			Server: t.server.key,
 			Tool:   t.original,
-			API:    apiToolName.MatchString(t.exposed),
+			API:    apiToolName(t.exposed),
 			Cursor: cursorKeeps(entry, t.exposed),
 		})
 	}
