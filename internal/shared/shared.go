@@ -1,23 +1,22 @@
-// Package shared runs the servers of many sessions in one process (--share): each client still
-// starts the aggregator as its stdio server, and that process (a session) still reads its own
-// configuration, names the tools, keeps its client's era, filters and state; but the servers'
-// processes are run by one shared background process of the program, which the first session
-// starts and every later one of the same user and build connects to, over a Unix socket in a
-// directory of the user's alone. A server process is shared by the sessions whose entries for
-// it are the same (command, arguments, env, working directory) and, for a server of the legacy
-// era, which is initialized once, whose clients would send it the same initialize.
-//
-// The session's side (session.go) is a Starter for the aggregator: each server it starts is an
-// attachment, one socket connection that carries the server's messages both ways, and whose
-// process is the shared one. The shared process's side (daemon.go) keeps the processes by
-// identity and, for each, routes what the sessions send it and what it sends them (mux.go): a
-// session's requests go under IDs and progress tokens of the shared process's own, and their
-// answers and progress back to that session only; a server's request goes to the session whose
-// request it serves (or, asked outside any, to one session that has the server); list changes
-// go to every session, resource updates to the sessions subscribed, log messages to each
-// session at its own level; the handshake is the first session's, answered from what was
-// recorded for the others. A process no session uses is stopped after the linger, and the
-// shared process exits once it has no session and no process.
+// Package shared runs the sessions of many clients in one process (--share), as gopls's
+// daemon mode does: the process a client starts is a forwarder (forward.go), which finds or
+// starts the user's shared process of its build, hands it the session's context (its serving
+// flags, environment and working directory) and copies the client's messages both ways; the
+// shared process hosts the session (host.go: the serving command, run by the program's Host
+// with the client's context, so that the session reads its own configuration, names the tools,
+// keeps its client's era, filters and state, as unshared) and runs the servers' processes,
+// which the sessions' aggregators attach to (session.go's Start, daemon.go). A server process
+// is shared by the sessions whose servers would see the same command, arguments, environment
+// and working directory (identity.go) and, for a server of the legacy era, which is
+// initialized once, whose clients would send it the same initialize. Each process's
+// attachments are routed by mux.go: a session's requests go under IDs and progress tokens of
+// the shared process's own, and their answers and progress back to that session only; a
+// server's request goes to the session whose request it serves (or, asked outside any, to one
+// session that has the server); list changes go to every session, resource updates to the
+// sessions subscribed, log messages to each session at its own level; the handshake is the
+// first session's, answered from what was recorded for the others. A process no session uses
+// is stopped after the linger, and the shared process exits once it has no session and no
+// process; stop ends it at once.
 //
 // Nothing here trusts the socket's directory or its peer: the directory must be the user's
 // alone (0700; checked on every use), and a connection from another user is refused (the
