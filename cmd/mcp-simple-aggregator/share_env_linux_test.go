@@ -25,20 +25,20 @@ func TestFaultShareEnvironment(t *testing.T) {
 		m := p.call("tools/call", `{"name":"`+key+`:getenv","arguments":{"name":"PROJECT_TOKEN","cwd":true}}`)
 		return string(m.Result)
 	}
-	session := func(path, cwd string, env map[string]string) *peer {
+	session := func(path, cwd string, env map[string]string, flags ...string) *peer {
 		t.Helper()
 		t.Chdir(cwd)
 		for k, v := range env {
 			t.Setenv(k, v)
 		}
-		return shareSession(t, path)
+		return shareSession(t, path, flags...)
 	}
 
 	// Two sessions with another token in their environment, which no entry sets: each its own
 	// process, each seeing its own token.
 	cwd1, cwd2 := t.TempDir(), t.TempDir()
 	alpha := session(path, cwd1, map[string]string{"PROJECT_TOKEN": "alpha", "CLAUDE_CODE_SESSION_ID": "one", "SHLVL": "1"})
-	beta := session(path, cwd1, map[string]string{"PROJECT_TOKEN": "beta", "CLAUDE_CODE_SESSION_ID": "two", "SHLVL": "2"})
+	beta := session(path, cwd1, map[string]string{"PROJECT_TOKEN": "beta", "CLAUDE_CODE_SESSION_ID": "two", "SHLVL": "2"}, "--debug")
 	if n := count(); n != 2 {
 		t.Errorf("%d processes for two sessions with another PROJECT_TOKEN, want 2", n)
 	}
@@ -48,7 +48,10 @@ func TestFaultShareEnvironment(t *testing.T) {
 	if got := token(beta, "a"); !strings.Contains(got, `"beta"`) {
 		t.Errorf("the second session's server sees %s, want beta", got)
 	}
-	// check names what kept them apart, without its value.
+	// --debug and check name what kept them apart, without its value.
+	if !strings.Contains(beta.stderr.String(), `why="the variable PROJECT_TOKEN differs"`) || strings.Contains(beta.stderr.String(), "alpha") {
+		t.Errorf("--debug does not say, or says too much of, what kept the sessions apart:\n%s", beta.stderr)
+	}
 	out, err := exec.Command(aggBinary, "check", "--config", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("check: %v\n%s", err, out)

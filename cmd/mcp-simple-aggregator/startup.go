@@ -83,7 +83,7 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 		// with ctx.
 		s.ctx = env.ctx
 		s.opts.Env, s.opts.Dir = h.Env, h.Dir
-		sess := h.Session()
+		sess := h.Session(log)
 		s.opts.Start = func(spec child.Spec, client json.RawMessage, stderr io.Writer) (aggregator.Process, error) {
 			a, err := sess.Start(spec, client, stderr)
 			if err != nil {
