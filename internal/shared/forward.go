@@ -257,19 +257,22 @@ func (f *forwarder) send(line []byte) bool {
 
 // note keeps what a client's message sets up. Callers hold f.mu.
 func (f *forwarder) note(line []byte) {
+	msg := bytes.TrimSpace(line)
 	var id, method, params []byte
-	rawjson.Object(bytes.TrimSpace(line), func(key []byte, start, end int) bool {
-		v := bytes.TrimSpace(line)[start:end]
+	rawjson.Object(msg, func(key []byte, start, end int) bool {
 		switch string(key) {
 		case "id":
-			id = v
+			id = msg[start:end]
 		case "method":
-			method = v
+			method = msg[start:end]
 		case "params":
-			params = v
+			params = msg[start:end]
 		}
 		return true
 	})
+	if method == nil {
+		return // an answer to the server's request (or a batch, which is not kept)
+	}
 	m, _ := rawjson.Decode(method)
 	if id == nil {
 		if m == "notifications/initialized" {
@@ -277,26 +280,21 @@ func (f *forwarder) note(line []byte) {
 		}
 		return
 	}
-	if method == nil {
-		return // an answer to the server's request
-	}
 	key := string(id)
 	f.inflight[key] = m
-	keep := func() []byte { return append([]byte(nil), line...) }
 	switch m {
 	case "initialize":
-		f.initialize = keep()
+		f.initialize = bytes.Clone(line)
 	case "logging/setLevel":
-		f.level = keep()
-	case "resources/subscribe", "resources/unsubscribe":
+		f.level = bytes.Clone(line)
+	case "resources/subscribe":
 		uri, _ := rawjson.StringMember(params, "uri")
-		if m == "resources/subscribe" {
-			f.subs[uri] = keep()
-		} else {
-			delete(f.subs, uri)
-		}
+		f.subs[uri] = bytes.Clone(line)
+	case "resources/unsubscribe":
+		uri, _ := rawjson.StringMember(params, "uri")
+		delete(f.subs, uri)
 	case "subscriptions/listen":
-		f.listens[key] = keep()
+		f.listens[key] = bytes.Clone(line)
 	}
 }
 

@@ -435,6 +435,9 @@ func (a *Attachment) Stop(time.Duration) {
 // Kill asks the shared process to stop the process for every session (its health probes
 // failed: it is hung for all), and ends the session's use of it.
 func (a *Attachment) Kill() {
+	// Ended first: the process's exit, which the shared process may say before the
+	// connection is closed, is this session's doing.
+	a.ended()
 	line, _ := json.Marshal(control{Control: "kill"})
 	_, _ = a.conn.Write(append(line, '\n'))
 	a.Stop(0)
