@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -167,6 +168,9 @@ func (c *serveCmd) forward(env *environment) (code int, ok bool) {
 		fmt.Fprintf(env.stderr, "%s: warning: --share is not supported on this system: every session runs its own servers\n", program)
 		return 0, false
 	}
+	// What the program's start-up made and left (a library's schemas compiled at init) is
+	// given back to the system: a forwarder runs for as long as its client, once per session.
+	debug.FreeOSMemory()
 	exe, err := os.Executable()
 	if err == nil {
 		hup, stopHup := reloadSignal()

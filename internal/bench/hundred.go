@@ -42,16 +42,16 @@ func (b *bench) sharedScale() string {
 		fmt.Fprintf(os.Stderr, "%-50s %s\n", name, figure)
 	}
 	fp := b.sessionFootprint()
-	line("a session on a shared set of 10 servers: processes of the program it adds, and their RSS",
-		fmt.Sprintf("%d, %s (%s)", fp.procs, mib(fp.rss), fp.roles), "1, under 10 MiB")
+	line("a session on a shared set of 10 servers: processes of the program it adds, and their RSS (PSS)",
+		fmt.Sprintf("%d, %s (%s; PSS %s)", fp.procs, mib(fp.rss), fp.roles, mib(fp.pss)), "1, under 10 MiB")
 	h := b.sharedHundred()
 	const of = "100 sessions at once of 3 servers: "
 	line(of+"time for all to connect (from their start to every session's tools/list answered)",
 		fmt.Sprintf("%s (median session %s)", ms(h.all), ms(h.median)), "")
 	line(of+"sessions initialized, listed and answered with their own answer", fmt.Sprintf("%d of %d", h.ok, hundred), fmt.Sprintf("%d of %d", hundred, hundred))
 	line(of+"server processes", strconv.Itoa(h.servers), "3, one per server")
-	line(of+"processes and total RSS of the program (sessions, shared process, watchdogs)",
-		fmt.Sprintf("%d, %s (%s)", h.program.procs, mib(h.program.rss), h.program.roles), "under 1,100 MiB")
+	line(of+"processes and total RSS of the program (sessions, shared process, watchdogs), and their PSS",
+		fmt.Sprintf("%d, %s (%s; PSS %s)", h.program.procs, mib(h.program.rss), h.program.roles, mib(h.program.pss)), "under 1,100 MiB")
 	line(of+"processes left once all are closed", h.left, "none, after the linger (1 s)")
 	return sb.String()
 }
@@ -61,6 +61,7 @@ func (b *bench) sharedScale() string {
 type footprint struct {
 	procs int
 	rss   int64
+	pss   int64 // the proportional set: the pages of the program's file, which every process of it shares, counted once in all
 	roles string
 }
 
@@ -75,6 +76,7 @@ func footprintOf(ps []proc) footprint {
 	for _, p := range ps {
 		f.procs++
 		f.rss += p.rss
+		f.pss += p.pss
 		if byRole[p.role] == nil {
 			byRole[p.role] = &role{}
 		}
@@ -322,7 +324,7 @@ const daemonRole = "__shared"
 type proc struct {
 	pid, ppid int
 	role      string // the first argument when it starts with "__" (__shared, __watchdog), else "session"
-	rss       int64
+	rss, pss  int64
 }
 
 // procsOf are the processes of the program and the servers (fixture servers) of the sessions
@@ -367,7 +369,7 @@ func (b *bench) procsOf(rt string) (program, servers []proc) {
 		if fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(fields) > 1 {
 			c.ppid, _ = strconv.Atoi(fields[1])
 		}
-		c.rss = rss(pid, "VmRSS")
+		c.rss, c.pss = rss(pid, "VmRSS"), pss(pid)
 		cands[pid] = c
 	}
 	// ours: marked, or below a process of the program that is ours.
@@ -421,4 +423,21 @@ func (b *bench) waitGone(rt string) {
 	if left := b.waitProcs(rt, 15*time.Second, func(program, servers []proc) bool { return len(program)+len(servers) == 0 }); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "%d processes of %s left 15 s after the last session\n", len(left), rt)
 	}
+}
+
+// pss is the proportional set size of pid (smaps_rollup): its resident pages, each shared one
+// divided among the processes that share it. Summed over processes, it counts the pages of the
+// program's file that all of them map once, where RSS counts them in every process.
+func pss(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
