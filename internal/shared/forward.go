@@ -126,7 +126,9 @@ func (f *forwarder) connect() (pc, lc net.Conn, err error) {
 // serve runs the session over pc and lc, and over the connections of the shared processes
 // after it, until the session ends; it returns the exit status.
 func (f *forwarder) serve(pc, lc net.Conn) int {
+	quickEnds := 0 // shared processes in a row that ended within quickEnd of the session's start in them
 	for {
+		began := time.Now()
 		f.mu.Lock()
 		f.conn, f.logConn = pc, lc
 		f.replay()
@@ -161,6 +163,16 @@ func (f *forwarder) serve(pc, lc net.Conn) int {
 			f.end()
 			return 0
 		}
+		if time.Since(began) < quickEnd {
+			quickEnds++
+		} else {
+			quickEnds = 0
+		}
+		if quickEnds == maxQuickEnds {
+			fmt.Fprintf(f.o.Stderr, "mcp-simple-aggregator: error: the shared process ended %d times in a row within %v of the session's start in it: the session ends (its log is %s)\n", maxQuickEnds, quickEnd, f.sess.place.log)
+			f.end()
+			return 1
+		}
 		fmt.Fprintln(f.o.Stderr, "mcp-simple-aggregator: warning: the shared process ended; the session goes on in another")
 		var err error
 		for try := 0; ; try++ {
@@ -176,6 +188,13 @@ func (f *forwarder) serve(pc, lc net.Conn) int {
 		}
 	}
 }
+
+// A session whose shared process ends maxQuickEnds times in a row, each within quickEnd of its
+// start there, ends: something in it, or in the shared process, does not let it run.
+const (
+	quickEnd     = time.Second
+	maxQuickEnds = 5
+)
 
 // end ends the session: nothing more is sent, and the client's reader stops waiting.
 func (f *forwarder) end() {
