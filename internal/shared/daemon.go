@@ -142,8 +142,6 @@ func (d *daemon) serve(conn net.Conn) {
 		return
 	}
 	switch h.Kind {
-	case kindSession:
-		d.session(conn, r, h)
 	case kindAttach:
 		d.attach(conn, r, h)
 	case kindLog:
@@ -166,21 +164,6 @@ func (d *daemon) serve(conn net.Conn) {
 	default:
 		conn.Close()
 	}
-}
-
-// session counts a session while its connection is open.
-func (d *daemon) session(conn net.Conn, r *bufio.Reader, h hello) {
-	d.mu.Lock()
-	d.sessions[conn] = SessionStatus{PID: h.PID, Config: h.Config}
-	d.mu.Unlock()
-	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
-	_, _ = io.Copy(io.Discard, r)
-	conn.Close()
-	d.mu.Lock()
-	delete(d.sessions, conn)
-	d.mu.Unlock()
-	d.log.Info("a session ended", "pid", h.PID)
-	d.maybeExit()
 }
 
 // attach attaches a session's server to a process that it may share, or to a new one. The

@@ -98,7 +98,7 @@ func startDaemon(t *testing.T, linger time.Duration) *testDaemon {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(d.done)
-		d.err = RunDaemon(ctx, d.socket, linger, slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
+		d.err = RunDaemon(ctx, d.socket, linger, slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelDebug})), holdSession)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -125,13 +125,48 @@ func startDaemon(t *testing.T, linger time.Duration) *testDaemon {
 	}
 }
 
-// session is a session of the shared process, as Join makes one (Join would find the socket
-// of the program's build, and start the program).
-func (d *testDaemon) session(t *testing.T, config string) *Session {
-	s := &Session{opts: Options{Config: config, Linger: d.linger},
-		place: place{dir: d.dir, socket: d.socket, lock: filepath.Join(d.dir, "s.lock"), log: filepath.Join(d.dir, "s.log")},
-		id:    fmt.Sprintf("session-%d", sessionSeq.Add(1))}
+// holdSession is the Host of the tests' shared process: a session whose forwarder's
+// connection it counts, until the connection ends.
+func holdSession(_ context.Context, h *Hosted) int {
+	_, _ = io.Copy(io.Discard, h.In)
+	return 0
+}
+
+// testSession is a session of the shared process: its forwarder's two connections, which
+// count it as a session (and Close ends), and the Session its servers attach with.
+type testSession struct {
+	*Session
+	conns []net.Conn
+}
+
+// Close ends the session: its forwarder's connections (its attachments end with their
+// servers' processes).
+func (s *testSession) Close() {
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// session is a session of the shared process, as a forwarder begins one and the shared
+// process hosts it, once the shared process counts it.
+func (d *testDaemon) session(t *testing.T, config string) *testSession {
+	t.Helper()
+	id := fmt.Sprintf("session-%d", sessionSeq.Add(1))
+	pl := place{dir: d.dir, socket: d.socket, lock: filepath.Join(d.dir, "s.lock"), log: filepath.Join(d.dir, "s.log")}
+	dialer := &Session{opts: Options{Linger: d.linger}, place: pl}
+	s := &testSession{Session: &Session{opts: Options{Config: config, Linger: d.linger, hosted: true}, place: pl, id: id}}
 	t.Cleanup(s.Close)
+	for _, h := range []hello{{Protocol: protocol, Kind: kindLog, Session: id}, {Protocol: protocol, Kind: kindHost, Session: id, PID: os.Getpid(), Config: config}} {
+		conn, _, err := dialer.dial(h)
+		if err != nil {
+			t.Fatalf("a session's %s connection: %v", h.Kind, err)
+		}
+		s.conns = append(s.conns, conn)
+	}
+	waitFor(t, "the session counted", func() bool {
+		st, _, _ := s.Status()
+		return slices.ContainsFunc(st.Sessions, func(ss SessionStatus) bool { return ss.Config == config })
+	})
 	return s
 }
 
@@ -182,7 +217,7 @@ type peer struct {
 }
 
 // attach starts a server of the session s.
-func attach(t *testing.T, s *Session, name string, spec child.Spec) *peer {
+func attach(t *testing.T, s *testSession, name string, spec child.Spec) *peer {
 	t.Helper()
 	stderr := &syncBuffer{}
 	a, err := s.Start(spec, testClient, stderr)
@@ -338,8 +373,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestDaemonStatus(t *testing.T) {
 	d := startDaemon(t, time.Minute)
 	s1, s2 := d.session(t, "/one.json"), d.session(t, "/two.json")
-	if st, ok, err := s1.Status(); !ok || err != nil || len(st.Sessions) != 0 || len(st.Servers) != 0 {
-		t.Errorf("Status before any server: %+v, %v, %v; want no session and no server", st, ok, err)
+	if st, ok, err := s1.Status(); !ok || err != nil || len(st.Sessions) != 2 || len(st.Servers) != 0 {
+		t.Errorf("Status before any server: %+v, %v, %v; want the two sessions and no server", st, ok, err)
 	}
 	p1 := attach(t, s1, "s1", fixture("-full"))
 	spec := fixture("-full")

@@ -40,8 +40,9 @@ type Options struct {
 	// Dir is the session's working directory, where a server without "cwd" runs; "" is this
 	// process's.
 	Dir string
-	// hosted is a session the shared process hosts (Hosted.Session): its forwarder's
-	// connection counts it as a session, and the place is the shared process's own socket.
+	// hosted is a session the shared process hosts (Hosted.Session), which its forwarder's
+	// connection counts as a session: the place is the shared process's own socket, and
+	// nothing starts another.
 	hosted bool
 }
 
@@ -50,9 +51,6 @@ type Session struct {
 	opts  Options
 	place place
 	id    string
-
-	mu   sync.Mutex
-	conn net.Conn // the session's own connection; nil before the first server, or after the shared process ended
 }
 
 // Join prepares a session to share the servers of the shared process of this build: the place
@@ -129,9 +127,6 @@ var errUnanswered = errors.New("closed the connection unanswered")
 // attach sends an attachment's hello, and reads the reply.
 func (s *Session) attach(h hello) (net.Conn, *bufio.Reader, reply, error) {
 	var rep reply
-	if err := s.ensureSession(); err != nil {
-		return nil, nil, rep, err
-	}
 	conn, r, err := s.dial(h)
 	if err != nil {
 		return nil, nil, rep, err
@@ -163,41 +158,6 @@ func readReply(conn net.Conn, r *bufio.Reader) (reply, error) {
 		return rep, errors.New(rep.Error)
 	}
 	return rep, nil
-}
-
-// ensureSession makes sure the session has its own connection to the shared process (which
-// it starts when none runs): the shared process counts it as a session while it is open.
-func (s *Session) ensureSession() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn != nil || s.opts.hosted {
-		return nil
-	}
-	conn, _, err := s.dial(hello{Protocol: protocol, Kind: kindSession, Session: s.id, PID: os.Getpid(), Config: s.opts.Config})
-	if err != nil {
-		return err
-	}
-	s.conn = conn
-	go func() { // its end is the shared process's: the next server reconnects
-		_, _ = io.Copy(io.Discard, conn)
-		s.mu.Lock()
-		if s.conn == conn {
-			s.conn = nil
-		}
-		s.mu.Unlock()
-		conn.Close()
-	}()
-	return nil
-}
-
-// Close ends the session's connection (its attachments end with its servers).
-func (s *Session) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn != nil {
-		s.conn.Close()
-		s.conn = nil
-	}
 }
 
 // dial connects to the shared process, starting it when none answers, and sends h.

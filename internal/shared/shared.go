@@ -36,15 +36,14 @@ const protocol = "mcp-simple-aggregator/shared/1"
 // restarts its session finds it still there.
 const DefaultLinger = 5 * time.Minute
 
-// Connection kinds: a session's own connection (its life is the session's), one server's
-// attachment, a status query (check), and a request to stop (the stop command).
+// Connection kinds: one server's attachment, a status query (check), a request to stop (the
+// stop command), and a forwarder's two (host.go).
 const (
-	kindSession = "session"
-	kindAttach  = "attach"
-	kindStatus  = "status"
-	kindStop    = "stop"
-	kindLog     = "log"  // a forwarder's log connection (host.go)
-	kindHost    = "host" // a forwarder's protocol connection, with its session's context
+	kindAttach = "attach"
+	kindStatus = "status"
+	kindStop   = "stop"
+	kindLog    = "log"  // a forwarder's log connection (host.go)
+	kindHost   = "host" // a forwarder's protocol connection, with its session's context
 )
 
 // hello is the first line a session writes on a connection to the shared process.
