@@ -92,21 +92,9 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 		Spec:     &spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir},
 		Seen:     &sn,
 		Identity: sn.identity(), Client: client, Linger: s.opts.Linger}
-	var conn net.Conn
-	var r *bufio.Reader
-	var rep reply
-	// A shared process that was exiting as this session connected (its last session and server
-	// had just gone) closes the connection unanswered: the next try starts another.
-	for try := 0; ; try++ {
-		var err error
-		conn, r, rep, err = s.attach(h)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errUnanswered) || try == 2 {
-			return nil, err
-		}
-		time.Sleep(20 * time.Millisecond) // for the session's own connection to see the end too
+	conn, r, rep, err := s.attach(h)
+	if err != nil {
+		return nil, err
 	}
 	if rep.Apart != "" && s.opts.Log != nil {
 		s.opts.Log.Debug("the server does not share the process of another session's", "server", sp.Key, "pid", rep.PID, "why", rep.Apart)
