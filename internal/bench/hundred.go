@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -243,7 +242,9 @@ func (b *bench) sharedHundred() hundredResult {
 	} else {
 		r.left = fmt.Sprintf("%d after %s (killed)", len(left), ms(time.Since(ended)))
 		for _, p := range left {
-			syscall.Kill(p.pid, syscall.SIGKILL)
+			if proc, err := os.FindProcess(p.pid); err == nil {
+				_ = proc.Kill()
+			}
 		}
 	}
 	return r
