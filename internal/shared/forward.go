@@ -260,17 +260,21 @@ func (f *forwarder) copyIn() {
 // while there is none; false once the session has ended.
 func (f *forwarder) send(line []byte) bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for f.conn == nil && !f.ended {
 		f.cond.Wait()
 	}
 	if f.ended {
+		f.mu.Unlock()
 		return false
 	}
 	f.note(line)
-	// A failed write is the shared process's end, which serve sees: the request was noted,
-	// and is answered with an error then.
-	_, _ = f.conn.Write(line)
+	conn := f.conn
+	f.mu.Unlock()
+	// Written without the lock, which the reader of the session's messages takes for each
+	// answer: a write that waits for the session to read must not keep the session's answers
+	// from being read. A failed write is the shared process's end, which serve sees: the
+	// request was noted, and is answered with an error then.
+	_, _ = conn.Write(line)
 	return true
 }
 
