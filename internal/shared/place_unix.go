@@ -130,3 +130,41 @@ func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true}
 
 // lockFile takes the lock of f (flock): one session starts the shared process at a time.
 func lockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
+
+// blocking is c read and written with blocking system calls, on a descriptor of its own, by
+// the goroutines that use it (each on a thread of its own while it waits) rather than through
+// Go's network poller (a read that finds nothing, epoll_wait, a wake-up, the read again): for
+// the forwarder, whose copies are all it does, as a byte relay reads its pipes. c itself is
+// closed; it is c as it was when the descriptor cannot be had.
+func blocking(c net.Conn) net.Conn {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return c
+	}
+	f, err := uc.File() // a duplicate descriptor
+	if err != nil {
+		return c
+	}
+	f.Fd() // puts the descriptor in blocking mode (and the connection's, which is closed now)
+	uc.Close()
+	return &blockingConn{Conn: uc, f: f}
+}
+
+type blockingConn struct {
+	net.Conn // closed: only its addresses are of use
+	f        *os.File
+}
+
+func (c *blockingConn) Read(p []byte) (int, error)  { return c.f.Read(p) }
+func (c *blockingConn) Write(p []byte) (int, error) { return c.f.Write(p) }
+
+// CloseWrite ends what is written: the peer reads the end of input.
+func (c *blockingConn) CloseWrite() error {
+	return syscall.Shutdown(int(c.f.Fd()), syscall.SHUT_WR)
+}
+
+// Close shuts the socket down first, which ends a read another goroutine waits in.
+func (c *blockingConn) Close() error {
+	_ = syscall.Shutdown(int(c.f.Fd()), syscall.SHUT_RDWR)
+	return c.f.Close()
+}
