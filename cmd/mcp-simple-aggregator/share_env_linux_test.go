@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A session sees what it would see unshared: a server process is shared by sessions whose
@@ -173,4 +174,42 @@ func TestFaultShareSessionFault(t *testing.T) {
 	bad.in.Close()
 	other.in.Close()
 	nothingShared(t, dir, tag)
+}
+
+// A configuration error of a shared session reaches its client exactly as unshared: the same
+// text on stderr (the file named as its command line names it), the same exit status, nothing
+// on stdout; nothing of it is shared, and no process of it is left.
+func TestFaultShareConfigError(t *testing.T) {
+	dir := shareDir(t)
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "c.json"), []byte(`{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"T": "${AGG_TEST_UNSET_A}"}}, "b": {"command": "$FIXTURE", "args": ["$AGG_TEST_UNSET_B"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FIXTURE", fixtureBin)
+	run := func(args ...string) (stdout, stderr string, code int) {
+		cmd := exec.Command(aggBinary, args...)
+		cmd.Dir = work
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if err != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		return out.String(), errb.String(), code
+	}
+	wantOut, wantErr, wantCode := run("--config", "c.json")
+	gotOut, gotErr, gotCode := run("--config", "c.json", "--share")
+	if wantCode != 1 || !strings.Contains(wantErr, "AGG_TEST_UNSET_A is not set") || !strings.Contains(wantErr, "AGG_TEST_UNSET_B is not set") {
+		t.Fatalf("unshared: status %d, stderr:\n%s", wantCode, wantErr)
+	}
+	if gotCode != wantCode || gotErr != wantErr || gotOut != wantOut {
+		t.Errorf("shared: status %d, stdout %q, stderr:\n%s\nwant status %d, stdout %q, stderr:\n%s", gotCode, gotOut, gotErr, wantCode, wantOut, wantErr)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sharedProcs(dir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(sharedProcs(dir)); n > 0 {
+		t.Errorf("%d shared processes left after a session whose configuration failed", n)
+	}
 }
