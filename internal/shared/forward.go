@@ -120,7 +120,7 @@ func (f *forwarder) connect() (pc, lc net.Conn, err error) {
 		lc.Close()
 		return nil, nil, err
 	}
-	return blocking(pc), lc, nil
+	return pc, lc, nil
 }
 
 // serve runs the session over pc and lc, and over the connections of the shared processes

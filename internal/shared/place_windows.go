@@ -21,5 +21,3 @@ func sameUser(net.Conn) error        { return errUnsupported }
 func detached() *syscall.SysProcAttr { return nil }
 func lockFile(*os.File) error        { return errUnsupported }
 func private(string) error           { return errUnsupported }
-
-func blocking(c net.Conn) net.Conn { return c }
