@@ -396,3 +396,24 @@ func TestModernParkedRequest(t *testing.T) {
 		t.Fatalf("a request without the roots capability: %s", m.Line)
 	}
 }
+
+// A request waiting for its legacy server to set the log level it asked for waits in the
+// in-flight table, not in the client's reader: the client's other requests are answered
+// meanwhile, and its cancellation finds it.
+func TestModernLevelWaitsInTable(t *testing.T) {
+	c := serve(t, Options{ProbeTimeout: time.Hour}, gs("g", "-era", "legacy", "-set-level-delay", "1h"), fx("a"))
+	waiting := c.send("tools/call", "{"+meta(modernCaps, `"io.modelcontextprotocol/logLevel":"warning"`)+`,"name":"g:log"}`)
+	id := c.lastID()
+	if m := c.modernCall("tools/call", `"name":"a:echo","arguments":{"x":1}`); !strings.Contains(string(m.Result), `{"x":1}`) {
+		t.Fatalf("a call behind one waiting for its server's log level: %s", m.Line)
+	}
+	c.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"enough"}}`)
+	if m := c.modernCall("tools/call", `"name":"a:echo","arguments":{"x":2}`); !strings.Contains(string(m.Result), `{"x":2}`) {
+		t.Fatalf("a call after the cancellation: %s", m.Line)
+	}
+	select {
+	case m := <-waiting:
+		t.Errorf("the cancelled call was answered: %s", m.Line)
+	default:
+	}
+}

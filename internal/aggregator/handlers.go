@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -247,6 +248,12 @@ func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params
 // (hold).
 func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addResult {
 	s := c.to
+	if c.req != nil {
+		if ready := s.side().awaits(c); ready != nil {
+			a.await(c, ready)
+			return addOK
+		}
+	}
 	params = s.side().params(c, params) // the modern envelope (servermodern.go); legacy: unchanged
 	if c.req != nil && a.opts.IdleStop > 0 {
 		s.lastUse.Store(time.Now().UnixNano())
@@ -279,6 +286,21 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 		go a.unwritten(c, err)
 	}, request(c.toID, c.method, params...)...)
 	return addOK
+}
+
+// await holds the client's call c in the table until ready is closed (what it waits for is
+// done: its server's log level set), or for at most --probe-timeout, then dispatches the
+// client's request again, which finds nothing to wait for. The client's other messages are
+// read meanwhile, and its cancellation finds the call, which is then never sent.
+func (a *Aggregator) await(c *call, ready <-chan struct{}) {
+	key := fmt.Sprintf("\x00await %p", c.to) // the server process's: not a key of the configuration's, which names no pointer
+	a.inflight.hold(c, key, a.opts.ProbeTimeout, func(c *call) { a.clientRequest(c.req) })
+	go func() {
+		<-ready
+		for _, held := range a.inflight.release(key) {
+			a.clientRequest(held.req)
+		}
+	}()
 }
 
 // unwritten deals with the client's request c that could not be written to its server: the

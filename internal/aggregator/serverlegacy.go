@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -58,26 +57,24 @@ func (l legacyServer) handshake(ctx context.Context, s *server, params json.RawM
 
 // params are unchanged, on the path every legacy client's call takes (nothing allocated). A
 // modern client's request loses the envelope (a go-sdk server restricted to legacy versions
-// answers a request that carries it with -32022), and the level it asks for is set on the
-// server, which logs for the whole session (what it says reaches the client only while such a
-// request is in flight: table.wantsLog).
+// answers a request that carries it with -32022).
 func (l legacyServer) params(c *call, params [][]byte) [][]byte {
 	if !c.enveloped {
 		return params
 	}
-	if c.logLevel > 0 && c.to.offers("logging") {
-		if set := l.a.lowerLevel(c.to, c.logLevel); set != nil {
-			// A server may take its requests at once (the go-sdk's does): the request must not
-			// log before the level is set, or it logs nothing.
-			wait := time.NewTimer(l.a.opts.ProbeTimeout)
-			select {
-			case <-set:
-			case <-wait.C:
-			}
-			wait.Stop()
-		}
-	}
 	return [][]byte{era.Unenvelop(c.method, slices.Concat(params...))}
+}
+
+// awaits sets the level a modern client's request asks for on the server, which logs for the
+// whole session (what it says reaches the client only while such a request is in flight:
+// table.wantsLog), when it is lower than the server's: the request waits until the server has
+// answered (a server may take its requests at once, as the go-sdk's does, and a request must
+// not log before the level is set, or it logs nothing).
+func (l legacyServer) awaits(c *call) <-chan struct{} {
+	if !c.enveloped || c.logLevel == 0 || !c.to.offers("logging") {
+		return nil
+	}
+	return l.a.lowerLevel(c.to, c.logLevel)
 }
 
 func (legacyServer) health() (method, doing string) { return "ping", "answering a ping" }

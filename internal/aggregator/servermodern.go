@@ -48,6 +48,9 @@ func (m *modernServer) handshake(ctx context.Context, s *server, _ json.RawMessa
 // logging/setLevel on the client's requests ("If absent, the server MUST NOT send any
 // notifications/message ... for this request", schema.ts RequestMetaObject). A legacy client's
 // request that may be answered input_required gets the chain its legs share (fulfil.go).
+// awaits nothing: a modern request carries its own log level.
+func (m *modernServer) awaits(*call) <-chan struct{} { return nil }
+
 func (m *modernServer) params(c *call, params [][]byte) [][]byte {
 	if c.enveloped {
 		return params

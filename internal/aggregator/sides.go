@@ -64,6 +64,9 @@ type serverSide interface {
 	// params are the params of c as s gets them (c.params: the client's request's, or the
 	// aggregator's own).
 	params(c *call, params [][]byte) [][]byte
+	// awaits is what the client's call c must wait for before it is sent: a legacy server's
+	// log level, set lower for a modern client's request that asks for it (nil: nothing).
+	awaits(c *call) <-chan struct{}
 	// health is the request the health probe sends (ping; server/discover in the modern era,
 	// which has no ping).
 	health() (method, doing string)
