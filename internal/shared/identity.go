@@ -23,14 +23,18 @@ import (
 // sessions of every project.
 
 // sessionOnly are the variables that only name a session. The clients' are those that differ
-// between two sessions of one client, measured (Claude Code 2.1.330 names each session to
-// the servers it starts); the shells' and terminals' name a shell level, the previous
-// directory, the last command, or a terminal's window or tab.
+// between two sessions of one client, measured for six clients (docs/client-environments.md:
+// of them only Claude Code, 2.1.330 and 2.1.332, names each session to the servers it starts,
+// and only a Claude Code process beneath the session reads these); the shells' and terminals'
+// name a shell level, the previous directory, the last command, or a terminal's window or
+// tab.
 var sessionOnly = map[string]bool{
 	// Claude Code.
 	"CLAUDE_CODE_SESSION_ID":              true,
 	"CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS": true,
 	"CLAUDE_CODE_CHILD_NOTES_DIR":         true,
+	"CLAUDE_CODE_MESSAGING_SOCKET":        true, // the session's own socket
+	"CLAUDE_CODE_MESSAGING_TOKEN":         true, // and its key
 	// Shells.
 	"SHLVL":  true,
 	"OLDPWD": true,

@@ -33,6 +33,8 @@ func TestIdentity(t *testing.T) {
 		"env in another order":         spec(func(sp *child.Spec) { sp.Env = reversed(sp.Env) }),
 		"another session of Claude":    spec(set("CLAUDE_CODE_SESSION_ID", "s2")),
 		"Claude's notes directory":     spec(set("CLAUDE_CODE_CHILD_NOTES_DIR", "/tmp/notes-2")),
+		"Claude's messaging socket":    spec(set("CLAUDE_CODE_MESSAGING_SOCKET", "/tmp/cc-socks/2.sock")),
+		"Claude's messaging token":     spec(set("CLAUDE_CODE_MESSAGING_TOKEN", "0123456789abcdef0123456789abcdef")),
 		"another shell level":          spec(set("SHLVL", "3")),
 		"another terminal tab":         spec(set("TERM_SESSION_ID", "w0t1p0:ABC")),
 		"the last command":             spec(set("_", "/usr/bin/claude")),
