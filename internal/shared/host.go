@@ -62,10 +62,10 @@ func (s *Hosted) LookupEnv(name string) (string, bool) {
 }
 
 // Session is the hosted session's link to the shared process's servers, whose Start is the
-// session's aggregator.Starter: as an unshared session's own (--share), it attaches each
-// server over the shared process's socket, here from within it. A server without a "cwd"
-// runs in the session's directory; log hears (at debug) why a server did not share the
-// process of another session's.
+// session's aggregator.Starter: it attaches each server, over the shared process's own socket,
+// to a process that it may share or that is started for it. A server without a "cwd" runs in
+// the session's directory; log hears (at debug) why a server did not share the process of
+// another session's.
 func (s *Hosted) Session(log *slog.Logger) *Session {
 	return &Session{opts: Options{Dir: s.Dir, Linger: s.d.linger, Log: log, hosted: true},
 		place: place{socket: s.d.socket}, id: s.id}
