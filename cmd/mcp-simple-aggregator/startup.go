@@ -55,7 +55,7 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 
 	lookup := os.LookupEnv
 	if env.hosted != nil {
-		lookup = env.hosted.LookupEnv
+		lookup = config.EnvLookup(env.hosted.Env)
 	}
 	cfg, warnings, err := config.Load(f.path, lookup)
 	for _, w := range warnings {

@@ -536,12 +536,7 @@ func (a *Aggregator) lookupEnv(name string) (string, bool) {
 	if a.opts.Env == nil {
 		return os.LookupEnv(name)
 	}
-	for i := len(a.opts.Env) - 1; i >= 0; i-- { // the last of a name wins, as exec's does
-		if k, v, ok := strings.Cut(a.opts.Env[i], "="); ok && envKey(k) == envKey(name) {
-			return v, true
-		}
-	}
-	return "", false
+	return config.EnvLookup(a.opts.Env)(name)
 }
 
 func (a *Aggregator) getenv(name string) string {

@@ -11,6 +11,20 @@ import (
 // os.LookupEnv (which is what the program passes).
 type LookupFunc func(name string) (string, bool)
 
+// EnvLookup is the LookupFunc of env, an environment as NAME=value (a session's that is not
+// this process's): the last of a name wins, as exec's does, and names compare without case on
+// Windows, as os.LookupEnv's do.
+func EnvLookup(env []string) LookupFunc {
+	return func(name string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && (k == name || runtime.GOOS == "windows" && strings.EqualFold(k, name)) {
+				return v, true
+			}
+		}
+		return "", false
+	}
+}
+
 // The environment references understood are
 //
 //	$VAR              the value of VAR

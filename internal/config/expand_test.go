@@ -155,3 +155,17 @@ func expandEnv(s string, lookup LookupFunc) (string, []string) {
 	e := expander{lookup: lookup}
 	return e.expand(s), e.missing
 }
+
+// EnvLookup reads an environment given as NAME=value, as os.LookupEnv reads the process's: the
+// last of a name wins, an empty value is set, a missing name is not.
+func TestEnvLookup(t *testing.T) {
+	lookup := EnvLookup([]string{"A=1", "B=", "A=2", "C=x=y", "broken"})
+	for name, want := range map[string]struct {
+		v  string
+		ok bool
+	}{"A": {"2", true}, "B": {"", true}, "C": {"x=y", true}, "D": {"", false}, "broken": {"", false}} {
+		if v, ok := lookup(name); v != want.v || ok != want.ok {
+			t.Errorf("lookup(%q) = %q, %v; want %q, %v", name, v, ok, want.v, want.ok)
+		}
+	}
+}

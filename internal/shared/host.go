@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,16 +48,6 @@ type Hosted struct {
 
 	d  *daemon
 	id string
-}
-
-// LookupEnv is a variable of the session's environment.
-func (s *Hosted) LookupEnv(name string) (string, bool) {
-	for i := len(s.Env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(s.Env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // Session is the hosted session's link to the shared process's servers, whose Start is the
