@@ -169,6 +169,10 @@ func (d *daemon) serve(conn net.Conn) {
 // attach attaches a session's server to a process that it may share, or to a new one. The
 // reply is written before the attachment takes any of the server's messages.
 func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
+	if h.Spec != nil {
+		h.seen = seenBy(child.Spec{Command: h.Spec.Command, Args: h.Spec.Args, Env: h.Spec.Env, Dir: h.Spec.Dir}, h.Spec.OwnDir)
+		h.identity = h.seen.identity()
+	}
 	d.mu.Lock()
 	p := d.find(h)
 	if q := d.undecided(h); p == nil && q != nil {
@@ -229,7 +233,7 @@ func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
 // are two servers, as they are unshared). Callers hold d.mu.
 func (d *daemon) find(h hello) *proc {
 	for _, p := range d.procs {
-		if p.identity != h.Identity || p.ending() || p.usedBy(h.Session) {
+		if p.identity != h.identity || p.ending() || p.usedBy(h.Session) {
 			continue
 		}
 		if p.modern() || bytes.Equal(p.client, h.Client) {
@@ -243,20 +247,17 @@ func (d *daemon) find(h hello) *proc {
 // command and arguments) that run: what their servers see differently, or for a legacy
 // server, which is initialized once, its client. Callers hold d.mu.
 func (d *daemon) apartFrom(h hello, p *proc) string {
-	if h.Seen == nil {
-		return ""
-	}
 	for _, q := range d.procs {
-		if q == p || q.ending() || q.seen.Command != h.Seen.Command || !slices.Equal(q.seen.Args, h.Seen.Args) {
+		if q == p || q.ending() || q.seen.Command != h.seen.Command || !slices.Equal(q.seen.Args, h.seen.Args) {
 			continue
 		}
-		if why := apart(q.seen, *h.Seen); why != "" {
+		if why := apart(q.seen, h.seen); why != "" {
 			return why
 		}
-		if q.identity == h.Identity && q.usedBy(h.Session) {
+		if q.identity == h.identity && q.usedBy(h.Session) {
 			return "" // two keys of one configuration with the same entry are two servers
 		}
-		if q.identity == h.Identity && !bytes.Equal(q.client, h.Client) {
+		if q.identity == h.identity && !bytes.Equal(q.client, h.Client) {
 			return "its client differs, and a server of the legacy era is initialized for one client"
 		}
 	}
@@ -267,7 +268,7 @@ func (d *daemon) apartFrom(h hello, p *proc) string {
 // not known yet. Callers hold d.mu.
 func (d *daemon) undecided(h hello) *proc {
 	for _, p := range d.procs {
-		if p.identity != h.Identity || p.ending() || p.usedBy(h.Session) {
+		if p.identity != h.identity || p.ending() || p.usedBy(h.Session) {
 			continue
 		}
 		select {

@@ -129,11 +129,7 @@ type waiting struct {
 }
 
 func newProc(d *daemon, h hello) *proc {
-	var sn seen
-	if h.Seen != nil {
-		sn = *h.Seen
-	}
-	return &proc{d: d, identity: h.Identity, seen: sn, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
+	return &proc{d: d, identity: h.identity, seen: h.seen, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
 		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*attachment{},
 		subs: map[string][]*attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*attachment]int{}, levels: map[*attachment]int{}, tasks: map[string]*attachment{}}
 }

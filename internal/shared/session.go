@@ -87,11 +87,9 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 		}
 		sp.Dir = dir
 	}
-	sn := seenBy(sp, ownDir)
 	h := hello{Protocol: protocol, Kind: kindAttach, Session: s.id, Key: sp.Key,
-		Spec:     &spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir},
-		Seen:     &sn,
-		Identity: sn.identity(), Client: client, Linger: s.opts.Linger}
+		Spec:   &spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir, OwnDir: ownDir},
+		Client: client, Linger: s.opts.Linger}
 	conn, r, rep, err := s.attach(h)
 	if err != nil {
 		return nil, err

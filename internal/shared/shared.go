@@ -65,22 +65,27 @@ type hello struct {
 	Env   []string `json:"env,omitempty"`
 	Dir   string   `json:"dir,omitempty"`
 
-	// An attachment: the server key (for messages), what to run, its identity, and the
-	// initialize the session's servers are told.
-	Key      string          `json:"key,omitempty"`
-	Spec     *spec           `json:"spec,omitempty"`
-	Identity string          `json:"identity,omitempty"`
-	Seen     *seen           `json:"seen,omitempty"` // what makes the identity (identity.go)
-	Client   json.RawMessage `json:"client,omitempty"`
-	Linger   time.Duration   `json:"linger,omitempty"`
+	// An attachment: the server key (for messages), what to run, and the initialize the
+	// session's servers are told.
+	Key    string          `json:"key,omitempty"`
+	Spec   *spec           `json:"spec,omitempty"`
+	Client json.RawMessage `json:"client,omitempty"`
+	Linger time.Duration   `json:"linger,omitempty"`
+
+	// What the attachment's server would see, and its key: the shared process's own, from
+	// Spec (daemon.attach), which decides what is shared (identity.go).
+	seen     seen
+	identity string
 }
 
-// spec is what to run: a child.Spec, with the session's environment and directory.
+// spec is what to run: a child.Spec, with the session's environment and directory (the
+// entry's "cwd" when OwnDir, else the session's).
 type spec struct {
 	Command string   `json:"command"`
 	Args    []string `json:"args"`
 	Env     []string `json:"env"`
 	Dir     string   `json:"dir"`
+	OwnDir  bool     `json:"ownDir,omitempty"`
 }
 
 // reply is the shared process's answer to an attachment's hello.
