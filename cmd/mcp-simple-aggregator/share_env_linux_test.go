@@ -176,13 +176,13 @@ func TestFaultShareSessionFault(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
-// A configuration error of a shared session reaches its client exactly as unshared: the same
-// text on stderr (the file named as its command line names it), the same exit status, nothing
+// A configuration error of a shared session reaches its client exactly as unshared, with the
+// configuration's warnings: the same text on stderr (the file named as its command line names it), the same exit status, nothing
 // on stdout; nothing of it is shared, and no process of it is left.
 func TestFaultShareConfigError(t *testing.T) {
 	dir := shareDir(t)
 	work := t.TempDir()
-	if err := os.WriteFile(filepath.Join(work, "c.json"), []byte(`{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"T": "${AGG_TEST_UNSET_A}"}}, "b": {"command": "$FIXTURE", "args": ["$AGG_TEST_UNSET_B"]}}}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(work, "c.json"), []byte(`{"mcpServers": {"a": {"command": "$FIXTURE", "env": {"T": "${AGG_TEST_UNSET_A}"}}, "b": {"command": "$FIXTURE", "args": ["$AGG_TEST_UNSET_B"]}, "web": {"type": "http", "url": "https://example.com/mcp"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("FIXTURE", fixtureBin)
@@ -199,7 +199,8 @@ func TestFaultShareConfigError(t *testing.T) {
 	}
 	wantOut, wantErr, wantCode := run("--config", "c.json")
 	gotOut, gotErr, gotCode := run("--config", "c.json", "--share")
-	if wantCode != 1 || !strings.Contains(wantErr, "AGG_TEST_UNSET_A is not set") || !strings.Contains(wantErr, "AGG_TEST_UNSET_B is not set") {
+	if wantCode != 1 || !strings.Contains(wantErr, "AGG_TEST_UNSET_A is not set") || !strings.Contains(wantErr, "AGG_TEST_UNSET_B is not set") ||
+		!strings.Contains(wantErr, "c.json: /mcpServers/web/type") {
 		t.Fatalf("unshared: status %d, stderr:\n%s", wantCode, wantErr)
 	}
 	if gotCode != wantCode || gotErr != wantErr || gotOut != wantOut {

@@ -44,7 +44,11 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 	}
 	errw := logging.NewWriter(env.stderr, 4096)
 	log := logging.New(errw, level)
-	child.SetLog(log) // what the login shell says of its PATH, with --debug
+	if env.hosted == nil {
+		// What the login shell says of its PATH, with --debug: the program's own log (the
+		// shared process keeps its own, for the servers of every session).
+		child.SetLog(log)
+	}
 	var undo []func()
 	s = &startup{log: log, done: func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -57,13 +61,18 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 	if env.hosted != nil {
 		lookup = config.EnvLookup(env.hosted.Env)
 	}
+	// A hosted session reads the file by its absolute path, and says it as unshared: as the
+	// client's command line names it.
+	said := func(text string) string { return text }
+	if h := env.hosted; h != nil && h.Named != h.Config {
+		said = func(text string) string { return strings.ReplaceAll(text, h.Config+":", h.Named+":") }
+	}
 	cfg, warnings, err := config.Load(f.path, lookup)
 	for _, w := range warnings {
-		log.Warn(w.String())
+		log.Warn(said(w.String()))
 	}
-	if h := env.hosted; err != nil && h != nil && h.Named != h.Config {
-		// Said as unshared: the file as the client's command line names it.
-		err = errors.New(strings.ReplaceAll(err.Error(), h.Config+":", h.Named+":"))
+	if env.hosted != nil && err != nil {
+		err = errors.New(said(err.Error()))
 	}
 	if errors.As(err, &s.unusable) && partial {
 		fmt.Fprintln(errw, err)
