@@ -302,6 +302,10 @@ func TestGarbageOnChildStdout(t *testing.T) {
 			t.Fatalf("call through a noisy child: %s", m.Line)
 		}
 	}
+	// The last of the warnings may reach stderr after the last answer: wait for it.
+	waitFor(t, "the warning that the rest is ignored", func() bool {
+		return strings.Contains(agg.stderr.String(), "are ignored without warning")
+	})
 	stderr := agg.stderr.String()
 	if n := strings.Count(stderr, "not a JSON-RPC message"); n != 5 {
 		t.Errorf("%d warnings about stdout garbage, want 5 and then one saying the rest is ignored:\n%s", n, stderr)
