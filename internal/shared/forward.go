@@ -63,6 +63,7 @@ func Forward(o ForwardOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	releaseImage()
 	go f.copyIn()
 	go f.reloads()
 	return f.serve(pc, lc), nil
