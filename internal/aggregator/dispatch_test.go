@@ -330,3 +330,34 @@ func TestDispatchBatch(t *testing.T) {
 		t.Errorf("the batch's answer: %s", b.Line)
 	}
 }
+
+// The client's cancellation of a request the aggregator answers from several servers
+// (logging/setLevel, tasks/list) finds it in the in-flight table: the server still at it gets
+// the cancellation, and the request is never answered.
+func TestDispatchFanOutCancelled(t *testing.T) {
+	for _, tc := range []struct {
+		method, params string
+		args           []string
+	}{
+		{"logging/setLevel", `{"level":"debug"}`, []string{"-full"}},
+		{"tasks/list", `{}`, []string{"-tasks"}},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			c := serve(t, Options{}, fx("a", append(tc.args, "-hold", tc.method)...), fx("b", tc.args...))
+			c.initialize(`{}`)
+			answer := c.send(tc.method, tc.params)
+			c.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + c.lastID() + `,"reason":"not needed"}}`)
+			waitFor(t, "the cancellation at the server that holds "+tc.method, func() bool {
+				return strings.Contains(c.call("tools/call", `{"name":"a:cancelled"}`).Line, `"agg-`)
+			})
+			if p := c.agg.inflight.pending(); p != "nothing" {
+				t.Errorf("the table holds %s after the cancellation; want nothing", p)
+			}
+			select {
+			case m := <-answer:
+				t.Errorf("the cancelled %s was answered: %s", tc.method, m.Line)
+			default:
+			}
+		})
+	}
+}

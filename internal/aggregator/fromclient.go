@@ -213,6 +213,8 @@ func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
 		a.log.Debug("the client cancelled a call held for its server: it is not sent", "method", c.method, "server", c.key)
 	case c.stage == asking:
 		c.chain.stop()
+	case c.stage == fanning:
+		c.stop(cancelReason(reason))
 	case c.stream != nil:
 		a.unlisten(c)
 	case c.to != nil:

@@ -382,26 +382,29 @@ func (a *Aggregator) checkNoCursor(req *jsonrpc.Request) bool {
 	return true
 }
 
-// fanOut sends a request of the aggregator's own to every server in targets at once and calls
-// done with their answers (in the order of targets) once all have answered.
-func (a *Aggregator) fanOut(targets []*server, method, doing, subject string, params json.RawMessage, done func(results, errObjs []json.RawMessage)) {
-	var mu sync.Mutex
-	left := len(targets)
-	results, errObjs := make([]json.RawMessage, len(targets)), make([]json.RawMessage, len(targets))
-	for i, s := range targets {
-		c := &call{to: s, method: method, doing: doing, subject: subject}
-		c.done = func(result, errObj json.RawMessage) {
-			mu.Lock()
-			results[i], errObjs[i] = result, errObj
-			left--
-			last := left == 0
-			mu.Unlock()
-			if last {
-				done(results, errObjs)
-			}
+// fanOut answers the client's request req from what the aggregator asks every server in
+// targets (one or more): ask runs for each, on a goroutine of its own, with a context that
+// the client's cancellation ends (the requests it makes with a.ask or a.call are then
+// cancelled at their servers, with the client's reason), as does Close, and answer makes the
+// answer from what they found once all have returned. The request is in the in-flight table
+// meanwhile (stage fanning), where the client's cancellation finds it; a cancelled one is not
+// answered.
+func (a *Aggregator) fanOut(req *jsonrpc.Request, targets []*server, doing string, ask func(ctx context.Context, i int, s *server), answer func() (result, errObj json.RawMessage)) {
+	ctx, stop := context.WithCancelCause(a.closingCtx)
+	c := &call{fromID: req.ID, method: req.Method, doing: doing, stop: stop, start: time.Now()}
+	a.inflight.fan(c)
+	go func() {
+		defer stop(nil)
+		var wg sync.WaitGroup
+		for i, s := range targets {
+			wg.Go(func() { ask(ctx, i, s) })
 		}
-		a.sendToServer(c, nil, params)
-	}
+		wg.Wait()
+		if a.inflight.take(c) {
+			result, errObj := answer()
+			a.answerClient(req.ID, result, errObj)
+		}
+	}()
 }
 
 // setLevel passes logging/setLevel to every server that offers logging and answers once all
@@ -423,14 +426,16 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
-	a.fanOut(targets, req.Method, "setting the log level to %s", string(params), params, func(_, errObjs []json.RawMessage) {
+	errObjs := make([]json.RawMessage, len(targets))
+	a.fanOut(req, targets, "setting the log level", func(ctx context.Context, i int, s *server) {
+		_, errObjs[i], _ = a.ask(ctx, s, req.Method, "setting the log level to %s", string(params), params)
+	}, func() (json.RawMessage, json.RawMessage) {
 		for _, e := range errObjs {
 			if e == nil {
-				a.answerClient(req.ID, json.RawMessage(`{}`), nil)
-				return
+				return json.RawMessage(`{}`), nil
 			}
 		}
-		a.answerClient(req.ID, nil, errObjs[0])
+		return nil, errObjs[0]
 	})
 }
 
@@ -452,24 +457,21 @@ func (a *Aggregator) listTasks(req *jsonrpc.Request) {
 	if !a.checkNoCursor(req) {
 		return
 	}
-	go func() {
-		found := make([][]json.RawMessage, len(targets))
-		var wg sync.WaitGroup
-		for i, s := range targets {
-			wg.Go(func() {
-				tasks, err := a.listAll(context.Background(), s, "tasks/list", "tasks", nil)
-				if err != nil {
-					s.log.Warn("tasks/list failed; its tasks are left out of the list", "error", err)
-					return
-				}
-				for _, t := range tasks {
-					id, _ := rawjson.StringMember(t, "taskId")
-					a.inflight.setTask(id, s)
-				}
-				found[i] = tasks
-			})
+	found := make([][]json.RawMessage, len(targets))
+	a.fanOut(req, targets, "listing the tasks", func(ctx context.Context, i int, s *server) {
+		tasks, err := a.listAll(ctx, s, "tasks/list", "tasks", nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("tasks/list failed; its tasks are left out of the list", "error", err)
+			}
+			return
 		}
-		wg.Wait()
-		a.answerClient(req.ID, encodeList("tasks", slices.Concat(found...)), nil)
-	}()
+		for _, t := range tasks {
+			id, _ := rawjson.StringMember(t, "taskId")
+			a.inflight.setTask(id, s)
+		}
+		found[i] = tasks
+	}, func() (json.RawMessage, json.RawMessage) {
+		return encodeList("tasks", slices.Concat(found...)), nil
+	})
 }

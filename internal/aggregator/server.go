@@ -278,9 +278,25 @@ func (a *Aggregator) selfInfo() json.RawMessage {
 // JSON-RPC error from s comes back as a *jsonrpc.Error; a server that went away, as an error
 // saying so.
 func (a *Aggregator) call(ctx context.Context, s *server, method, doing string, params json.RawMessage) (json.RawMessage, error) {
+	result, errObj, err := a.ask(ctx, s, method, doing, "", params)
+	if errObj != nil {
+		var e jsonrpc.Error
+		if json.Unmarshal(errObj, &e) != nil {
+			return nil, fmt.Errorf("%s", errObj)
+		}
+		return nil, &e
+	}
+	return result, err
+}
+
+// ask sends a request of the aggregator's own to s and waits for its answer, as it is (the
+// result, or the error object: the server's, or one saying that the server went down), or for
+// ctx: then the request is cancelled at s, with the reason ctx was cancelled for when it is a
+// cancelReason, and err is ctx's error. doing and subject say what it does (call.doing).
+func (a *Aggregator) ask(ctx context.Context, s *server, method, doing, subject string, params json.RawMessage) (result, errObj json.RawMessage, err error) {
 	type answer struct{ result, errObj json.RawMessage }
 	ch := make(chan answer, 1)
-	c := &call{to: s, method: method, doing: doing, done: func(result, errObj json.RawMessage) { ch <- answer{result, errObj} }}
+	c := &call{to: s, method: method, doing: doing, subject: subject, done: func(result, errObj json.RawMessage) { ch <- answer{result, errObj} }}
 	var parts [][]byte
 	if params != nil {
 		parts = [][]byte{params}
@@ -288,24 +304,29 @@ func (a *Aggregator) call(ctx context.Context, s *server, method, doing string, 
 	a.sendToServer(c, nil, parts...)
 	select {
 	case ans := <-ch:
-		if ans.errObj != nil {
-			var e jsonrpc.Error
-			if json.Unmarshal(ans.errObj, &e) != nil {
-				return nil, fmt.Errorf("%s", ans.errObj)
-			}
-			return nil, &e
-		}
-		return ans.result, nil
+		return ans.result, ans.errObj, nil
 	case <-s.readDone:
 		a.inflight.take(c)
-		return nil, errClosed
+		return nil, nil, errClosed
 	case <-ctx.Done():
 		if a.inflight.take(c) {
-			s.conn.Send(nil, cancelled(c.toID, "mcp-simple-aggregator gave up waiting")...)
+			reason := "mcp-simple-aggregator gave up waiting"
+			var why cancelReason
+			if errors.As(context.Cause(ctx), &why) {
+				reason = string(why)
+			}
+			s.conn.Send(nil, cancelled(c.toID, reason)...)
 		}
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
+
+// cancelReason is why a request of the aggregator's own is cancelled at its server, as the
+// cause of its context's end: the client's cancellation of the request it serves, with the
+// client's reason.
+type cancelReason string
+
+func (r cancelReason) Error() string { return string(r) }
 
 // errClosed is the error of a call whose server closed its standard output.
 var errClosed = errors.New("the server closed its standard output")

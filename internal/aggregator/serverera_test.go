@@ -403,3 +403,29 @@ func TestListHint(t *testing.T) {
 		t.Errorf("hints: modern child %+v (the go-sdk says public), legacy child %+v (want none)", m, old)
 	}
 }
+
+// A legacy client's resources/subscribe of a modern child's resource waits for the child's
+// listen to be opened again; meanwhile it is in the in-flight table, and the client's
+// cancellation finds it: it is never answered (the next subscription, which waits for the
+// same listen, is).
+func TestListenSubscriptionCancelled(t *testing.T) {
+	c := serve(t, Options{ProbeTimeout: 5 * time.Second}, gs("m", "-era", "modern", "-listen-end-delay", "300ms"))
+	c.initialize(`{}`)
+	if m := c.call("resources/subscribe", `{"uri":"gosdk://static/a"}`); string(m.Result) != "{}" {
+		t.Fatalf("resources/subscribe: %s", m.Line)
+	}
+	// The next one waits for the listen the first opened to end (300 ms).
+	cancelled := c.send("resources/subscribe", `{"uri":"gosdk://static/b"}`)
+	c.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + c.lastID() + `}}`)
+	if m := c.call("resources/unsubscribe", `{"uri":"gosdk://static/a"}`); m.Error != nil {
+		t.Fatalf("resources/unsubscribe: %s", m.Line)
+	}
+	select {
+	case m := <-cancelled:
+		t.Errorf("the cancelled resources/subscribe was answered: %s", m.Line)
+	default:
+	}
+	if p := c.agg.inflight.pending(); strings.Contains(p, "fanning") {
+		t.Errorf("the table holds %s", p)
+	}
+}

@@ -78,18 +78,21 @@ func (*modernServer) health() (method, doing string) {
 }
 
 // subscribeFor answers the client's resources/subscribe or unsubscribe of uri, which a modern
-// server has no request for: its listen is opened again with the client's subscriptions (noted
-// already), on a goroutine of its own.
+// server has no request for: its listen is opened again with the client's subscriptions,
+// within the start-up timeout. The request is in the in-flight table meanwhile (fanOut, to
+// one server).
 func (m *modernServer) subscribeFor(req *jsonrpc.Request, s *server, uri string) bool {
-	go func() {
-		ctx, cancel := context.WithTimeout(m.a.closingCtx, m.a.opts.StartupTimeout)
+	var errObj json.RawMessage
+	m.a.fanOut(req, []*server{s}, "subscribing at a modern server", func(ctx context.Context, _ int, s *server) {
+		ctx, cancel := context.WithTimeout(ctx, m.a.opts.StartupTimeout)
 		defer cancel()
-		if errObj := m.subscribe(ctx, s, req.Method, uri); errObj != nil {
-			m.a.answerClient(req.ID, nil, errObj)
-			return
+		errObj = m.subscribe(ctx, s, req.Method, uri)
+	}, func() (json.RawMessage, json.RawMessage) {
+		if errObj != nil {
+			return nil, errObj
 		}
-		m.a.answerClient(req.ID, json.RawMessage(`{}`), nil)
-	}()
+		return json.RawMessage(`{}`), nil
+	})
 	return true
 }
 

@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -64,9 +65,13 @@ const (
 	// parked: a legacy server's request for input made outside any request of a modern
 	// client's, waiting for the client's next request that can carry it (suspend.go).
 	parked
+	// fanning: the client's request that the aggregator answers from several servers'
+	// answers (logging/setLevel, tasks/list: fanOut), whose legs are requests of the
+	// aggregator's own, each in the table; the client's cancellation ends them.
+	fanning
 )
 
-var stageNames = [...]string{sent: "sent", inQueue: "queued", held: "held", asking: "asking the client", standing: "standing", parked: "parked"}
+var stageNames = [...]string{sent: "sent", inQueue: "queued", held: "held", asking: "asking the client", standing: "standing", parked: "parked", fanning: "fanning out"}
 
 func (st stage) String() string { return stageNames[st] }
 
@@ -106,6 +111,8 @@ type call struct {
 	suspended *suspension
 	// stream is set on a modern client's subscriptions/listen (streams.go).
 	stream *stream
+	// stop ends the legs of a fanning call, saying why (the client's reason).
+	stop context.CancelCauseFunc
 	// params are the params of a server's parked request (suspend.go).
 	params json.RawMessage
 	// enveloped says that the params of the client's request carry the modern envelope (a
@@ -137,6 +144,10 @@ func (c *call) own() bool { return c.done != nil }
 
 // counted reports whether c counts as in flight for its endpoints (a drain waits for it).
 func (c *call) counted() bool { return c.stage == sent || c.stage == inQueue || c.stage == parked }
+
+// bySender reports whether c is in the table under its sender's ID alone: it has no ID of ours
+// at a receiver (the client's call asking it for input, a listen, a fan-out).
+func (c *call) bySender() bool { return c.stage == asking || c.stage == fanning || c.stream != nil }
 
 type fromKey struct {
 	from *server
@@ -248,7 +259,7 @@ func (t *table) has(c *call) bool {
 	case c.stage == held:
 		_, ok := t.held[c]
 		return ok
-	case c.stage == asking || c.stream != nil:
+	case c.bySender():
 		return t.byFrom[fromKey{c.from, c.fromID}] == c
 	}
 	return t.byTo[c.toID] == c
@@ -265,7 +276,7 @@ func (t *table) removeLocked(c *call) {
 		if c.deadline != nil {
 			c.deadline.Stop()
 		}
-	case c.stage != asking && c.stream == nil:
+	case !c.bySender():
 		delete(t.byTo, c.toID)
 		t.count(c, -1)
 	}
@@ -493,6 +504,16 @@ func (t *table) stand(c *call) {
 	defer t.mu.Unlock()
 	t.seq++
 	c.seq, c.stage = t.seq, standing
+	t.byFrom[fromKey{nil, c.fromID}] = c
+}
+
+// fan records the client's request c, which the aggregator answers from several servers'
+// answers (fanOut), until it is taken: answered, or cancelled by the client.
+func (t *table) fan(c *call) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	c.seq, c.stage = t.seq, fanning
 	t.byFrom[fromKey{nil, c.fromID}] = c
 }
 
