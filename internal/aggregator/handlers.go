@@ -383,21 +383,26 @@ func (a *Aggregator) checkNoCursor(req *jsonrpc.Request) bool {
 }
 
 // fanOut answers the client's request req from what the aggregator asks every server in
-// targets (one or more): ask runs for each, on a goroutine of its own, with a context that
-// the client's cancellation ends (the requests it makes with a.ask or a.call are then
-// cancelled at their servers, with the client's reason), as does Close, and answer makes the
-// answer from what they found once all have returned. The request is in the in-flight table
-// meanwhile (stage fanning), where the client's cancellation finds it; a cancelled one is not
-// answered.
-func (a *Aggregator) fanOut(req *jsonrpc.Request, targets []*server, doing string, ask func(ctx context.Context, i int, s *server), answer func() (result, errObj json.RawMessage)) {
+// targets (one or more). ask is called for each, on the caller's goroutine: what it sends then
+// (a.begin) reaches its server before the client's next message. The wait it returns runs on
+// a goroutine of its own, with a context that the client's cancellation ends (the requests it
+// waits for are then cancelled at their servers, with the client's reason), as does Close,
+// and answer makes the answer from what they found once all have returned. The request is in
+// the in-flight table meanwhile (stage fanning), where the client's cancellation finds it; a
+// cancelled one is not answered.
+func (a *Aggregator) fanOut(req *jsonrpc.Request, targets []*server, doing string, ask func(i int, s *server) (wait func(ctx context.Context)), answer func() (result, errObj json.RawMessage)) {
 	ctx, stop := context.WithCancelCause(a.closingCtx)
 	c := &call{fromID: req.ID, method: req.Method, doing: doing, stop: stop, start: time.Now()}
 	a.inflight.fan(c)
+	waits := make([]func(context.Context), len(targets))
+	for i, s := range targets {
+		waits[i] = ask(i, s)
+	}
 	go func() {
 		defer stop(nil)
 		var wg sync.WaitGroup
-		for i, s := range targets {
-			wg.Go(func() { ask(ctx, i, s) })
+		for _, wait := range waits {
+			wg.Go(func() { wait(ctx) })
 		}
 		wg.Wait()
 		if a.inflight.take(c) {
@@ -427,8 +432,9 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 		params = json.RawMessage(`{}`)
 	}
 	errObjs := make([]json.RawMessage, len(targets))
-	a.fanOut(req, targets, "setting the log level", func(ctx context.Context, i int, s *server) {
-		_, errObjs[i], _ = a.ask(ctx, s, req.Method, "setting the log level to %s", string(params), params)
+	a.fanOut(req, targets, "setting the log level", func(i int, s *server) func(context.Context) {
+		q := a.begin(s, req.Method, "setting the log level to %s", string(params), params)
+		return func(ctx context.Context) { _, errObjs[i], _ = q.wait(ctx) }
 	}, func() (json.RawMessage, json.RawMessage) {
 		for _, e := range errObjs {
 			if e == nil {
@@ -458,19 +464,21 @@ func (a *Aggregator) listTasks(req *jsonrpc.Request) {
 		return
 	}
 	found := make([][]json.RawMessage, len(targets))
-	a.fanOut(req, targets, "listing the tasks", func(ctx context.Context, i int, s *server) {
-		tasks, err := a.listAll(ctx, s, "tasks/list", "tasks", nil)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("tasks/list failed; its tasks are left out of the list", "error", err)
+	a.fanOut(req, targets, "listing the tasks", func(i int, s *server) func(context.Context) {
+		return func(ctx context.Context) {
+			tasks, err := a.listAll(ctx, s, "tasks/list", "tasks", nil)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("tasks/list failed; its tasks are left out of the list", "error", err)
+				}
+				return
 			}
-			return
+			for _, t := range tasks {
+				id, _ := rawjson.StringMember(t, "taskId")
+				a.inflight.setTask(id, s)
+			}
+			found[i] = tasks
 		}
-		for _, t := range tasks {
-			id, _ := rawjson.StringMember(t, "taskId")
-			a.inflight.setTask(id, s)
-		}
-		found[i] = tasks
 	}, func() (json.RawMessage, json.RawMessage) {
 		return encodeList("tasks", slices.Concat(found...)), nil
 	})

@@ -294,28 +294,48 @@ func (a *Aggregator) call(ctx context.Context, s *server, method, doing string, 
 // ctx: then the request is cancelled at s, with the reason ctx was cancelled for when it is a
 // cancelReason, and err is ctx's error. doing and subject say what it does (call.doing).
 func (a *Aggregator) ask(ctx context.Context, s *server, method, doing, subject string, params json.RawMessage) (result, errObj json.RawMessage, err error) {
-	type answer struct{ result, errObj json.RawMessage }
-	ch := make(chan answer, 1)
-	c := &call{to: s, method: method, doing: doing, subject: subject, done: func(result, errObj json.RawMessage) { ch <- answer{result, errObj} }}
+	return a.begin(s, method, doing, subject, params).wait(ctx)
+}
+
+// asked is a request of the aggregator's own, sent (begin), whose answer wait waits for.
+type asked struct {
+	a  *Aggregator
+	s  *server
+	c  *call
+	ch chan answer
+}
+
+type answer struct{ result, errObj json.RawMessage }
+
+// begin sends a request of the aggregator's own to s: what the caller sends s afterwards
+// reaches it after this request.
+func (a *Aggregator) begin(s *server, method, doing, subject string, params json.RawMessage) *asked {
+	q := &asked{a: a, s: s, ch: make(chan answer, 1)}
+	q.c = &call{to: s, method: method, doing: doing, subject: subject, done: func(result, errObj json.RawMessage) { q.ch <- answer{result, errObj} }}
 	var parts [][]byte
 	if params != nil {
 		parts = [][]byte{params}
 	}
-	a.sendToServer(c, nil, parts...)
+	a.sendToServer(q.c, nil, parts...)
+	return q
+}
+
+// wait waits for the answer to q (see ask).
+func (q *asked) wait(ctx context.Context) (result, errObj json.RawMessage, err error) {
 	select {
-	case ans := <-ch:
+	case ans := <-q.ch:
 		return ans.result, ans.errObj, nil
-	case <-s.readDone:
-		a.inflight.take(c)
+	case <-q.s.readDone:
+		q.a.inflight.take(q.c)
 		return nil, nil, errClosed
 	case <-ctx.Done():
-		if a.inflight.take(c) {
+		if q.a.inflight.take(q.c) {
 			reason := "mcp-simple-aggregator gave up waiting"
 			var why cancelReason
 			if errors.As(context.Cause(ctx), &why) {
 				reason = string(why)
 			}
-			s.conn.Send(nil, cancelled(c.toID, reason)...)
+			q.s.conn.Send(nil, cancelled(q.c.toID, reason)...)
 		}
 		return nil, nil, ctx.Err()
 	}

@@ -83,10 +83,12 @@ func (*modernServer) health() (method, doing string) {
 // one server).
 func (m *modernServer) subscribeFor(req *jsonrpc.Request, s *server, uri string) bool {
 	var errObj json.RawMessage
-	m.a.fanOut(req, []*server{s}, "subscribing at a modern server", func(ctx context.Context, _ int, s *server) {
-		ctx, cancel := context.WithTimeout(ctx, m.a.opts.StartupTimeout)
-		defer cancel()
-		errObj = m.subscribe(ctx, s, req.Method, uri)
+	m.a.fanOut(req, []*server{s}, "subscribing at a modern server", func(int, *server) func(context.Context) {
+		return func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, m.a.opts.StartupTimeout)
+			defer cancel()
+			errObj = m.subscribe(ctx, s, req.Method, uri)
+		}
 	}, func() (json.RawMessage, json.RawMessage) {
 		if errObj != nil {
 			return nil, errObj
