@@ -417,3 +417,28 @@ func TestModernLevelWaitsInTable(t *testing.T) {
 	default:
 	}
 }
+
+// A subscriptions/listen is in the table from the start: cancelled while its resources are
+// being subscribed (a server that does not answer resources/subscribe), it is never
+// acknowledged and leaves nothing behind.
+func TestModernListenCancelledOpening(t *testing.T) {
+	c := serve(t, Options{StartupTimeout: 300 * time.Millisecond}, fx("a", "-full", "-hold", "resources/subscribe"))
+	c.write(`{"jsonrpc":"2.0","id":"listen-1","method":"subscriptions/listen","params":{` + meta(modernCaps) +
+		`,"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fixture://static/a"]}}}`)
+	c.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"listen-1"}}`)
+	c.waitLog("the server refused a resource subscription of the client") // its subscription gave up
+	waitFor(t, "the cancelled listen out of the table", func() bool { return c.agg.inflight.pending() == "nothing" })
+	c.modernCall("tools/call", `"name":"a:grow"`) // a list change it would have been told of
+	c.modernCall("tools/call", `"name":"a:echo","arguments":{"text":"after"}`)
+	for {
+		select {
+		case m := <-c.notes:
+			if m.Method == "notifications/subscriptions/acknowledged" || m.Method == "notifications/tools/list_changed" {
+				t.Fatalf("the cancelled listen got %s", m.Line)
+			}
+			continue
+		default:
+		}
+		break
+	}
+}

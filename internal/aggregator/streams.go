@@ -3,7 +3,6 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -20,13 +19,18 @@ import (
 // stream is a modern client's subscriptions/listen: what it asked for, and the _meta member
 // that tags its notifications.
 type stream struct {
-	filter era.Filter
+	filter era.Filter // the resources it asked for while opening, then those agreed to
 	tag    string
+	// opening is true until the stream is acknowledged: it is in the table (the client's
+	// cancellation finds it) while its resources are subscribed, and gets nothing before its
+	// acknowledgement. Guarded by Aggregator.streamsMu, as filter is once the stream is open.
+	opening bool
 }
 
-// listen opens a subscriptions/listen stream: the resources are subscribed at their servers
-// first, then the stream is acknowledged with what the aggregator agreed to, and it is open.
-// It runs on its own: subscribing waits for servers.
+// listen opens a subscriptions/listen stream: it is in the table at once, its resources are
+// subscribed at their servers (on a goroutine: that waits for servers), then it is
+// acknowledged with what the aggregator agreed to, and open. One cancelled meanwhile is never
+// acknowledged, and what was subscribed for it alone is unsubscribed.
 func (a *Aggregator) listen(m *jsonrpc.Request) {
 	f, ok := era.ReadFilter(m.Params)
 	if !ok {
@@ -37,38 +41,81 @@ func (a *Aggregator) listen(m *jsonrpc.Request) {
 	// wait for its answer (basic/patterns/subscriptions.mdx, "Cancellation").
 	a.client.Standing(m.ID)
 	id := encodeID(m.ID)
+	st := &call{fromID: m.ID, method: m.Method, doing: "listening", stream: &stream{filter: f, tag: era.Tag(id), opening: true}}
+	a.inflight.stand(st)
 	go func() {
-		f.URIs = a.subscribeAll(f.URIs)
-		st := &call{fromID: m.ID, method: m.Method, doing: "listening", stream: &stream{filter: f, tag: era.Tag(id)}}
+		agreed := a.subscribeAll(st)
 		a.streamsMu.Lock()
-		defer a.streamsMu.Unlock()
-		a.writeClient(notification("notifications/subscriptions/acknowledged", era.Acknowledged(f, id)))
-		a.inflight.stand(st)
+		if !a.inflight.holds(st) { // cancelled while its resources were subscribed
+			unwanted := a.unwanted(agreed)
+			a.streamsMu.Unlock()
+			a.unsubscribe(unwanted)
+			return
+		}
+		st.stream.filter.URIs = agreed
+		st.stream.opening = false
+		a.writeClient(notification("notifications/subscriptions/acknowledged", era.Acknowledged(st.stream.filter, id)))
+		a.streamsMu.Unlock()
 	}()
 }
 
 // unlisten closes the stream st the client cancelled: its resources are unsubscribed where no
-// other stream wants them. The stream gets no answer: the client ended it.
+// other stream wants them. The stream gets no answer: the client ended it. One still opening
+// is left to its opening, which finds it cancelled.
 func (a *Aggregator) unlisten(st *call) {
-	go func() {
-		open := a.inflight.streams()
-		for _, uri := range st.stream.filter.URIs {
-			if !slices.ContainsFunc(open, func(o *call) bool { return slices.Contains(o.stream.filter.URIs, uri) }) {
-				a.subscribeAt(uri, "resources/unsubscribe")
-			}
-		}
-	}()
+	a.streamsMu.Lock()
+	var unwanted []string
+	if !st.stream.opening {
+		unwanted = a.unwanted(st.stream.filter.URIs)
+	}
+	a.streamsMu.Unlock()
+	go a.unsubscribe(unwanted)
 }
 
-// subscribeAll subscribes each URI at its server (once for every stream that wants it), and
-// returns those subscribed: a URI no server lists, or whose server does not offer
-// subscriptions or refuses it, is left out of the acknowledgement ("Notification types the
-// server does not support are omitted").
-func (a *Aggregator) subscribeAll(uris []string) []string {
-	open := a.inflight.streams()
+// unwanted are the URIs of uris that no stream in the table wants (one still opening wants
+// what it asked for). Callers hold streamsMu.
+func (a *Aggregator) unwanted(uris []string) []string {
+	wanted := map[string]bool{}
+	for _, o := range a.inflight.streams() {
+		for _, uri := range o.stream.filter.URIs {
+			wanted[uri] = true
+		}
+	}
+	var out []string
+	for _, uri := range uris {
+		if !wanted[uri] {
+			out = append(out, uri)
+		}
+	}
+	return out
+}
+
+// unsubscribe unsubscribes each URI at its server.
+func (a *Aggregator) unsubscribe(uris []string) {
+	for _, uri := range uris {
+		a.subscribeAt(uri, "resources/unsubscribe")
+	}
+}
+
+// subscribeAll subscribes each URI the opening stream st asks for at its server (once for
+// every open stream that wants it), and returns those subscribed: a URI no server lists, or
+// whose server does not offer subscriptions or refuses it, is left out of the
+// acknowledgement ("Notification types the server does not support are omitted").
+func (a *Aggregator) subscribeAll(st *call) []string {
+	a.streamsMu.Lock()
+	uris := st.stream.filter.URIs
+	subscribed := map[string]bool{}
+	for _, o := range a.inflight.streams() {
+		if !o.stream.opening {
+			for _, uri := range o.stream.filter.URIs {
+				subscribed[uri] = true
+			}
+		}
+	}
+	a.streamsMu.Unlock()
 	var agreed []string
 	for _, uri := range uris {
-		if slices.ContainsFunc(open, func(o *call) bool { return slices.Contains(o.stream.filter.URIs, uri) }) || a.subscribeAt(uri, "resources/subscribe") {
+		if subscribed[uri] || a.subscribeAt(uri, "resources/subscribe") {
 			agreed = append(agreed, uri)
 		}
 	}
@@ -110,7 +157,7 @@ func (a *Aggregator) streamListChanged(method string) {
 	a.streamsMu.Lock()
 	defer a.streamsMu.Unlock()
 	for _, st := range a.inflight.streams() {
-		if st.stream.filter.Wants(method) {
+		if !st.stream.opening && st.stream.filter.Wants(method) {
 			a.writeClient(notification(method, era.Tagged(nil, st.stream.tag)))
 		}
 	}
@@ -128,7 +175,7 @@ func (a *Aggregator) streamResourceUpdated(params json.RawMessage) {
 	a.streamsMu.Lock()
 	defer a.streamsMu.Unlock()
 	for _, st := range a.inflight.streams() {
-		if st.stream.filter.Covers(*p.URI) {
+		if !st.stream.opening && st.stream.filter.Covers(*p.URI) {
 			a.writeClient(notification("notifications/resources/updated", era.Tagged(params, st.stream.tag)))
 		}
 	}

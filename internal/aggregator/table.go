@@ -326,6 +326,13 @@ func (t *table) progress(receiver *server, token []byte) *call {
 	return t.byToken[tokenKey{receiver, key}]
 }
 
+// holds reports whether c is in the table.
+func (t *table) holds(c *call) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.has(c)
+}
+
 // take removes c; it reports whether c was still pending.
 func (t *table) take(c *call) bool {
 	t.mu.Lock()
