@@ -361,3 +361,33 @@ func TestDispatchFanOutCancelled(t *testing.T) {
 		})
 	}
 }
+
+// A request that cannot be written to its server (its process closed its stdin) waits in the
+// table for a moment, to see whether the process ended: there the client's cancellation finds
+// it, and it is never sent, not even to the server's next process (which it would reach, held
+// for the restart, had the process ended). One not cancelled, to a process that runs on,
+// fails saying why.
+func TestDispatchUnwrittenCancelled(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "calls")
+	c := serve(t, Options{MaxRestarts: 1, RestartDelay: 10 * time.Millisecond},
+		fx("a", "-close-stdin", "-exit-after-close", "500ms", "-record", record), fx("b", "-close-stdin"))
+	c.initialize(`{}`)
+	c.call("tools/call", `{"name":"a:echo","arguments":{"text":"first"}}`)
+	c.call("tools/call", `{"name":"b:echo","arguments":{"text":"first"}}`)
+	waitFor(t, "both servers' stdin closed", func() bool { return strings.Count(c.log.String(), "fixture: stdin closed") == 2 })
+
+	c.send("tools/call", `{"name":"a:echo","arguments":{"text":"cancelled"}}`)
+	c.waitLog("a request could not be written to its server")
+	c.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + c.lastID() + `}}`)
+	// a's process exits, and its next one serves the next call.
+	c.waitLog(`server "a" was restarted (try 1) and serves again`)
+	if m := c.call("tools/call", `{"name":"a:echo","arguments":{"text":"next"}}`); m.Error != nil || !strings.Contains(m.Line, "next") {
+		t.Fatalf("the call after a's restart: %s", m.Line)
+	}
+	if calls, _ := os.ReadFile(record); strings.Contains(string(calls), "cancelled") {
+		t.Errorf("a cancelled request reached the server's next process; it was asked:\n%s", calls)
+	}
+	if m := c.call("tools/call", `{"name":"b:echo","arguments":{"text":"unwritten"}}`); !strings.Contains(m.Line, "cannot be written to") {
+		t.Errorf("a request that cannot be written to a process that runs on: %s", m.Line)
+	}
+}

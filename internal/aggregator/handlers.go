@@ -283,7 +283,7 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 			a.fail(c, "cannot be written to ("+err.Error()+")")
 			return
 		}
-		go a.unwritten(c, err)
+		a.unwritten(c, err)
 	}, request(c.toID, c.method, params...)...)
 	return addOK
 }
@@ -305,24 +305,41 @@ func (a *Aggregator) await(c *call, ready <-chan struct{}) {
 
 // unwritten deals with the client's request c that could not be written to its server: the
 // server never saw it, so when the process died (its crash is noticed within a moment), the
-// request is held for the key like one made after the crash; otherwise it fails with err.
+// request is held for the key like one made after the crash; otherwise it fails with err. It
+// waits in the table to see which (held under the process, for at most unwrittenWait), where
+// the client's cancellation finds it, and then it is neither sent nor answered.
 func (a *Aggregator) unwritten(c *call, err error) {
 	s := c.to
-	select {
-	case <-s.retired:
-	case <-s.proc.Exited():
-		select { // watch notices the exit at once
-		case <-s.retired:
-		case <-time.After(time.Second):
+	decide := func(c *call) {
+		if a.serving(s.key) == s {
+			a.fail(c, "cannot be written to ("+err.Error()+")")
+			return
 		}
-	case <-time.After(time.Second):
+		a.hold(c.req, s)
 	}
-	if a.serving(s.key) == s {
-		a.fail(c, "cannot be written to ("+err.Error()+")")
-		return
-	}
-	a.hold(c.req, s)
+	key := fmt.Sprintf("\x00unwritten %p", s) // the process's: not a key of the configuration's, which names no pointer
+	a.log.Debug("a request could not be written to its server: held until it is clear whether the process ended", "method", c.method, "server", s.key, "error", err)
+	a.inflight.hold(c, key, unwrittenWait, decide)
+	go func() {
+		select {
+		case <-s.retired:
+		case <-s.proc.Exited():
+			select { // watch notices the exit at once
+			case <-s.retired:
+			case <-time.After(unwrittenWait):
+			}
+		case <-time.After(unwrittenWait):
+			return // the hold's deadline decides
+		}
+		for _, held := range a.inflight.release(key) {
+			decide(held)
+		}
+	}()
 }
+
+// unwrittenWait bounds the wait of a request that could not be written for its process's end
+// to be noticed.
+const unwrittenWait = time.Second
 
 // fail answers c, a request to a server, with the error that its server is gone.
 func (a *Aggregator) fail(c *call, why string) { a.failWith(c, serverGone(c, c.to.key, why, "")) }
