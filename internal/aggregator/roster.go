@@ -109,29 +109,31 @@ type slot struct {
 func (sl *slot) expectBack() { sl.back = true }
 
 // release lets the calls held for the slot go: to its new process when it serves, or to the
-// error of its end, on a goroutine of their own. Callers hold roster.mu: a call is either held
+// error of its end, on a goroutine of their own, each taken out of the table as it goes (until
+// then the client's cancellation finds it). Callers hold roster.mu: a call is either held
 // before it, or finds the slot in its new state.
 func (a *Aggregator) release(sl *slot) {
 	if !sl.back {
 		return
 	}
 	sl.back = false
-	held := a.inflight.release(sl.key)
+	held := a.inflight.heldFor(sl.key)
 	if len(held) == 0 {
 		return
 	}
-	if sl.state == serving {
-		go func() {
-			for _, c := range held {
-				a.clientRequest(c.req)
-			}
-		}()
-		return
+	why := ""
+	if sl.state != serving {
+		why = a.unavailable(sl) // unknown.go
 	}
-	why := a.unavailable(sl) // unknown.go
 	go func() {
 		for _, c := range held {
-			a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", why))
+			switch {
+			case !a.inflight.take(c): // cancelled meanwhile, or its wait ran out
+			case why == "":
+				a.clientRequest(c.req)
+			default:
+				a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", why))
+			}
 		}
 	}()
 }

@@ -381,6 +381,22 @@ func (t *table) hold(c *call, key string, wait time.Duration, timeout func(*call
 func (t *table) release(key string) []*call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	out := t.heldForLocked(key)
+	for _, c := range out {
+		t.removeLocked(c)
+	}
+	return out
+}
+
+// heldFor returns the calls held for key, in the order they were made, and leaves them in the
+// table: whoever takes one (take) decides it.
+func (t *table) heldFor(key string) []*call {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.heldForLocked(key)
+}
+
+func (t *table) heldForLocked(key string) []*call {
 	var out []*call
 	for c := range t.held {
 		if c.key == key {
@@ -388,9 +404,6 @@ func (t *table) release(key string) []*call {
 		}
 	}
 	sortBySeq(out)
-	for _, c := range out {
-		t.removeLocked(c)
-	}
 	return out
 }
 
