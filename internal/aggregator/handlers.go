@@ -410,7 +410,7 @@ func (a *Aggregator) checkNoCursor(req *jsonrpc.Request) bool {
 func (a *Aggregator) fanOut(req *jsonrpc.Request, targets []*server, doing string, ask func(i int, s *server) (wait func(ctx context.Context)), answer func() (result, errObj json.RawMessage)) {
 	ctx, stop := context.WithCancelCause(a.closingCtx)
 	c := &call{fromID: req.ID, method: req.Method, doing: doing, stop: stop, start: time.Now()}
-	a.inflight.fan(c)
+	a.inflight.keep(c, fanning)
 	waits := make([]func(context.Context), len(targets))
 	for i, s := range targets {
 		waits[i] = ask(i, s)
@@ -451,7 +451,13 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 	errObjs := make([]json.RawMessage, len(targets))
 	a.fanOut(req, targets, "setting the log level", func(i int, s *server) func(context.Context) {
 		q := a.begin(s, req.Method, "setting the log level to %s", string(params), params)
-		return func(ctx context.Context) { _, errObjs[i], _ = q.wait(ctx) }
+		return func(ctx context.Context) {
+			_, errObj, err := q.wait(ctx)
+			if errObj == nil && err != nil { // its server closed its output: it did not take the level
+				errObj = rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q: %v", s.key, err)
+			}
+			errObjs[i] = errObj
+		}
 	}, func() (json.RawMessage, json.RawMessage) {
 		for _, e := range errObjs {
 			if e == nil {

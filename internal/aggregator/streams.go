@@ -42,7 +42,7 @@ func (a *Aggregator) listen(m *jsonrpc.Request) {
 	a.client.Standing(m.ID)
 	id := encodeID(m.ID)
 	st := &call{fromID: m.ID, method: m.Method, doing: "listening", stream: &stream{filter: f, tag: era.Tag(id), opening: true}}
-	a.inflight.stand(st)
+	a.inflight.keep(st, standing)
 	go func() {
 		agreed := a.subscribeAll(st)
 		a.streamsMu.Lock()

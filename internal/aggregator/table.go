@@ -518,22 +518,15 @@ func (t *table) streams() []*call {
 	return out
 }
 
-// stand records a subscriptions/listen of the client's, open until it is cancelled.
-func (t *table) stand(c *call) {
+// keep records the client's call c in stage st under the client's ID alone (it has no ID of
+// ours at a receiver): a subscriptions/listen (standing), open until it is cancelled; a
+// request the aggregator answers from several servers' answers (fanning, fanOut), until it is
+// answered or cancelled.
+func (t *table) keep(c *call, st stage) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seq++
-	c.seq, c.stage = t.seq, standing
-	t.byFrom[fromKey{nil, c.fromID}] = c
-}
-
-// fan records the client's request c, which the aggregator answers from several servers'
-// answers (fanOut), until it is taken: answered, or cancelled by the client.
-func (t *table) fan(c *call) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seq++
-	c.seq, c.stage = t.seq, fanning
+	c.seq, c.stage = t.seq, st
 	t.byFrom[fromKey{nil, c.fromID}] = c
 }
 
