@@ -16,9 +16,12 @@
 //	toclient.go    what goes to the client: answers, notifications, the servers' requests
 //	fromserver.go  what arrives from a server: the dispatcher
 //	handlers.go    the client's requests: routed by name, URI or task, fanned out, listed
+//	toserver.go    what goes to a server: the one path of every request to one, the client's
+//	               and the aggregator's own, into the table; what waits before it is written;
+//	               fan-outs
 //	unknown.go     why a name or URI reaches no server, and why a key does not serve: the one
 //	               answer of every path
-//	server.go      one process: spawn, handshake, the one call path and pager, health, stop
+//	server.go      one process: spawn, handshake, the pager, health, stop
 //	table.go       the in-flight table: every request that crosses the aggregator
 //	queue.go       what waits for the client before it is ready
 //	changes.go     list changes of a server, and list_changed notifications

@@ -3,11 +3,8 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -16,9 +13,9 @@ import (
 )
 
 // The handlers of the client's requests (clientRequests in fromclient.go). A request a server
-// answers is forwarded as raw JSON-RPC: it goes to the server with only its ID changed (and
-// the tool or prompt name, where there is one), and the answer comes back with only the ID
-// changed. Lists are answered from the catalog.
+// answers is forwarded as raw JSON-RPC (toserver.go): it goes to the server with only its ID
+// changed (and the tool or prompt name, where there is one), and the answer comes back with
+// only the ID changed. Lists are answered from the catalog.
 
 // scanParams scans the params of a request for the members the aggregator reads: key (the name
 // or URI) and _meta. It reports false when params is not an object.
@@ -34,28 +31,6 @@ func scanParams(params json.RawMessage, key string) (keyStart, keyEnd, metaStart
 		return true
 	})
 	return
-}
-
-// tokenOf returns the progress token in the _meta of params, as written; nil when none.
-func tokenOf(params json.RawMessage) []byte {
-	ms, me, ok := rawjson.Member(params, "_meta")
-	if !ok {
-		return nil
-	}
-	return progressToken(params, ms, me)
-}
-
-// progressToken returns the progress token in a request's _meta, as written; nil when none.
-func progressToken(params json.RawMessage, metaStart, metaEnd int) []byte {
-	if metaStart < 0 {
-		return nil
-	}
-	meta := params[metaStart:metaEnd]
-	start, end, ok := rawjson.Member(meta, "progressToken")
-	if !ok {
-		return nil
-	}
-	return meta[start:end]
 }
 
 // callNamed forwards tools/call or prompts/get to the owner of the named tool or prompt, with
@@ -223,136 +198,6 @@ func (a *Aggregator) routeTask(req *jsonrpc.Request) {
 	a.forward(req, &call{to: s, doing: req.Method + " of task %q", subject: id, label: "task", value: id}, token, req.Params)
 }
 
-// forward sends the client's request req to c.to with the given params (in parts), under an ID
-// of ours; the answer reaches the client under its own ID.
-func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params ...[]byte) {
-	c.fromID, c.method, c.req = req.ID, req.Method, req
-	if a.debug || a.audit != nil { // for the debug log and the audit log (completed)
-		c.start = time.Now()
-		c.args = len(req.Params)
-		if s, e, ok := rawjson.Member(req.Params, "arguments"); ok {
-			c.args = e - s
-		}
-	}
-	a.side().relay(c)
-	if a.sendToServer(c, token, params...) != addOK {
-		// Its process takes no calls (a reload drains it, or it went down): to the key's new
-		// process, now or once it serves, or answered why not.
-		a.hold(req, c.to)
-	}
-}
-
-// sendToServer records c in the table and writes it to c.to, with params in parts. A server
-// that cannot be written to fails c at once. When c.to does not take c (see table.add), nothing
-// is sent: the aggregator's own call fails at once, the client's is the caller's to deal with
-// (hold).
-func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addResult {
-	s := c.to
-	if c.req != nil {
-		if ready := s.side().awaits(c); ready != nil {
-			a.await(c, ready)
-			return addOK
-		}
-	}
-	params = s.side().params(c, params) // the modern envelope (servermodern.go); legacy: unchanged
-	if c.req != nil && a.opts.IdleStop > 0 {
-		s.lastUse.Store(time.Now().UnixNano())
-	}
-	newToken, res := a.inflight.add(c, token)
-	if res != addOK {
-		if c.own() {
-			a.fail(c, "is not serving")
-		}
-		return res
-	}
-	if newToken != nil {
-		params = [][]byte{withToken(slices.Concat(params...), newToken)}
-	}
-	// Send does not keep the client's reader waiting for a server that does not read. What is
-	// relayed may be held for the rest of the client's burst; what the aggregator waits for
-	// itself never is.
-	send := s.conn.SendHeld
-	if c.own() {
-		send = s.conn.Send
-	}
-	send(func(err error) {
-		if !a.inflight.take(c) {
-			return
-		}
-		if c.req == nil {
-			a.fail(c, "cannot be written to ("+err.Error()+")")
-			return
-		}
-		a.unwritten(c, err)
-	}, request(c.toID, c.method, params...)...)
-	return addOK
-}
-
-// await holds the client's call c in the table until ready is closed (what it waits for is
-// done: its server's log level set), or for at most --probe-timeout, then dispatches the
-// client's request again, which finds nothing to wait for. The client's other messages are
-// read meanwhile, and its cancellation finds the call, which is then never sent.
-func (a *Aggregator) await(c *call, ready <-chan struct{}) {
-	key := fmt.Sprintf("\x00await %p", c.to) // the server process's: not a key of the configuration's, which names no pointer
-	a.inflight.hold(c, key, a.opts.ProbeTimeout, func(c *call) { a.clientRequest(c.req) })
-	go func() {
-		<-ready
-		for _, held := range a.inflight.release(key) {
-			a.clientRequest(held.req)
-		}
-	}()
-}
-
-// unwritten deals with the client's request c that could not be written to its server: the
-// server never saw it, so when the process died (its crash is noticed within a moment), the
-// request is held for the key like one made after the crash; otherwise it fails with err. It
-// waits in the table to see which (held under the process, for at most unwrittenWait), where
-// the client's cancellation finds it, and then it is neither sent nor answered.
-func (a *Aggregator) unwritten(c *call, err error) {
-	s := c.to
-	decide := func(c *call) {
-		if a.serving(s.key) == s {
-			a.fail(c, "cannot be written to ("+err.Error()+")")
-			return
-		}
-		a.hold(c.req, s)
-	}
-	key := fmt.Sprintf("\x00unwritten %p", s) // the process's: not a key of the configuration's, which names no pointer
-	a.log.Debug("a request could not be written to its server: held until it is clear whether the process ended", "method", c.method, "server", s.key, "error", err)
-	a.inflight.hold(c, key, unwrittenWait, decide)
-	go func() {
-		select {
-		case <-s.retired:
-		case <-s.proc.Exited():
-			select { // watch notices the exit at once
-			case <-s.retired:
-			case <-time.After(unwrittenWait):
-			}
-		case <-time.After(unwrittenWait):
-			return // the hold's deadline decides
-		}
-		for _, held := range a.inflight.release(key) {
-			decide(held)
-		}
-	}()
-}
-
-// unwrittenWait bounds the wait of a request that could not be written for its process's end
-// to be noticed.
-const unwrittenWait = time.Second
-
-// fail answers c, a request to a server, with the error that its server is gone.
-func (a *Aggregator) fail(c *call, why string) { a.failWith(c, serverGone(c, c.to.key, why, "")) }
-
-// failWith answers c, a request to a server, with the error errObj.
-func (a *Aggregator) failWith(c *call, errObj json.RawMessage) {
-	if c.own() {
-		c.done(nil, errObj)
-		return
-	}
-	a.answerCall(c, nil, errObj)
-}
-
 // answerList answers a list request from the catalog: the whole list is one page.
 func (a *Aggregator) answerList(req *jsonrpc.Request) {
 	k := kindTools
@@ -397,36 +242,6 @@ func (a *Aggregator) checkNoCursor(req *jsonrpc.Request) bool {
 		}
 	}
 	return true
-}
-
-// fanOut answers the client's request req from what the aggregator asks every server in
-// targets (one or more). ask is called for each, on the caller's goroutine: what it sends then
-// (a.begin) reaches its server before the client's next message. The wait it returns runs on
-// a goroutine of its own, with a context that the client's cancellation ends (the requests it
-// waits for are then cancelled at their servers, with the client's reason), as does Close,
-// and answer makes the answer from what they found once all have returned. The request is in
-// the in-flight table meanwhile (stage fanning), where the client's cancellation finds it; a
-// cancelled one is not answered.
-func (a *Aggregator) fanOut(req *jsonrpc.Request, targets []*server, doing string, ask func(i int, s *server) (wait func(ctx context.Context)), answer func() (result, errObj json.RawMessage)) {
-	ctx, stop := context.WithCancelCause(a.closingCtx)
-	c := &call{fromID: req.ID, method: req.Method, doing: doing, stop: stop, start: time.Now()}
-	a.inflight.keep(c, fanning)
-	waits := make([]func(context.Context), len(targets))
-	for i, s := range targets {
-		waits[i] = ask(i, s)
-	}
-	go func() {
-		defer stop(nil)
-		var wg sync.WaitGroup
-		for _, wait := range waits {
-			wg.Go(func() { wait(ctx) })
-		}
-		wg.Wait()
-		if a.inflight.take(c) {
-			result, errObj := answer()
-			a.answerClient(req.ID, result, errObj)
-		}
-	}()
 }
 
 // setLevel passes logging/setLevel to every server that offers logging and answers once all
