@@ -23,6 +23,7 @@
 //	               answer of every path
 //	server.go      one process: spawn, handshake, the pager, health, stop
 //	table.go       the in-flight table: every request that crosses the aggregator
+//	stages.go      what a call in it waits for (its stage), and the moves between stages
 //	queue.go       what waits for the client before it is ready
 //	changes.go     list changes of a server, and list_changed notifications
 //	instructions.go  the servers' instructions combined for the client, and as resources

@@ -44,37 +44,6 @@ const idPrefix = "agg-"
 // tokenPrefix starts the progress tokens the aggregator gives when a token is taken.
 const tokenPrefix = "agg-p-"
 
-// stage is what a call waits for.
-type stage uint8
-
-const (
-	// sent: written to its receiver (or being written), waiting for the answer.
-	sent stage = iota
-	// queued: a server's request to the client, waiting in the queue for the client to be
-	// ready (queue.go).
-	inQueue
-	// held: the client's request for a key that is not serving, waiting for it to come back
-	// (restart.go); not written anywhere yet.
-	held
-	// asking: the client's request to a modern server that asked for input, waiting for the
-	// client's answers before it is sent again (fulfil.go).
-	asking
-	// standing: a subscriptions/listen of either side, open until it is cancelled; not
-	// counted as in flight, so that a drain does not wait for it.
-	standing
-	// parked: a legacy server's request for input made outside any request of a modern
-	// client's, waiting for the client's next request that can carry it (suspend.go).
-	parked
-	// fanning: the client's request that the aggregator answers from several servers'
-	// answers (logging/setLevel, tasks/list: fanOut), whose legs are requests of the
-	// aggregator's own, each in the table; the client's cancellation ends them.
-	fanning
-)
-
-var stageNames = [...]string{sent: "sent", inQueue: "queued", held: "held", asking: "asking the client", standing: "standing", parked: "parked", fanning: "fanning out"}
-
-func (st stage) String() string { return stageNames[st] }
-
 // call is one piece of pending work: a request. Endpoints are servers; nil is the client.
 type call struct {
 	from   *server    // the sender: a server, or nil for the client (and for our own requests)
@@ -348,80 +317,6 @@ func (t *table) takeLocked(c *call) bool {
 	return true
 }
 
-// deliver moves a request to the client from queued to sent, as it is written; it reports
-// false when it is no longer pending (its sender cancelled it, or went down, while it waited).
-func (t *table) deliver(c *call) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byTo[c.toID] != c {
-		return false
-	}
-	c.stage = sent
-	return true
-}
-
-// hold records the client's call c for the key, which is not serving: held until the key
-// serves again (release), for at most wait, then timeout answers it; a cancellation of the
-// client takes it out, and it is never sent.
-func (t *table) hold(c *call, key string, wait time.Duration, timeout func(*call)) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seq++
-	c.seq, c.stage, c.key, c.toID, c.token = t.seq, held, key, "", ""
-	t.held[c] = struct{}{}
-	t.byFrom[fromKey{nil, c.fromID}] = c
-	c.deadline = time.AfterFunc(wait, func() {
-		if t.take(c) {
-			timeout(c)
-		}
-	})
-}
-
-// release removes and returns the calls held for key, in the order they were made.
-func (t *table) release(key string) []*call {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := t.heldForLocked(key)
-	for _, c := range out {
-		t.removeLocked(c)
-	}
-	return out
-}
-
-// heldFor returns the calls held for key, in the order they were made, and leaves them in the
-// table: whoever takes one (take) decides it.
-func (t *table) heldFor(key string) []*call {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.heldForLocked(key)
-}
-
-func (t *table) heldForLocked(key string) []*call {
-	var out []*call
-	for c := range t.held {
-		if c.key == key {
-			out = append(out, c)
-		}
-	}
-	sortBySeq(out)
-	return out
-}
-
-// ask records the client's call c, whose leg a modern server answered with input_required, as
-// waiting for the client's input (fulfil): the client's cancellation finds it. It reports false
-// when the client's ID is taken by another call meanwhile.
-func (t *table) ask(c *call) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := fromKey{nil, c.fromID}
-	if t.byFrom[k] != nil {
-		return false
-	}
-	c.stage = asking // its ID of the leg and its token are no longer in the table
-	t.byFrom[k] = c
-	return true
-}
-
 // sweep closes the gate of s, which went down, and removes and returns every call it sends or
 // receives; its tasks are forgotten. Nothing can be added for s afterwards.
 func (t *table) sweep(s *server) []*call {
@@ -501,33 +396,6 @@ func (t *table) wantsLog(s *server, params json.RawMessage) bool {
 		}
 	}
 	return false
-}
-
-// streams are the modern client's open subscriptions/listen streams, in the order they were
-// opened.
-func (t *table) streams() []*call {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*call
-	for k, c := range t.byFrom {
-		if k.from == nil && c.stream != nil {
-			out = append(out, c)
-		}
-	}
-	sortBySeq(out)
-	return out
-}
-
-// keep records the client's call c in stage st under the client's ID alone (it has no ID of
-// ours at a receiver): a subscriptions/listen (standing), open until it is cancelled; a
-// request the aggregator answers from several servers' answers (fanning, fanOut), until it is
-// answered or cancelled.
-func (t *table) keep(c *call, st stage) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seq++
-	c.seq, c.stage = t.seq, st
-	t.byFrom[fromKey{nil, c.fromID}] = c
 }
 
 // setTask notes that s owns the task id.
