@@ -163,9 +163,8 @@ func (*modernClient) taskStatus() bool { return false }
 // InputRequiredResult (suspend.go).
 func (m *modernClient) answered(c *call, result, errObj json.RawMessage) (json.RawMessage, json.RawMessage, bool) {
 	a := m.a
-	if errObj == nil && c.method == "tools/call" && a.offersTasksExtension() && era.ResultType(result) == "task" {
-		id, _ := rawjson.StringMember(result, "taskId") // CreateTaskResult is flat
-		a.inflight.setTask(id, c.to)
+	if errObj == nil && c.method == "tools/call" && a.offersTasksExtension() {
+		a.inflight.setTask(era.TaskID(result), c.to) // CreateTaskResult is flat
 	}
 	if c.to.side().era() == era.Modern {
 		return result, errObj, false // it asks no input of its own: nothing is held

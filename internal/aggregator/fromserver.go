@@ -103,10 +103,7 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 // complete hands the answer to c (from s, its receiver) to whoever waits for it.
 func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage) {
 	if c.task && errObj == nil {
-		if ts, te, ok := rawjson.Member(result, "task"); ok {
-			id, _ := rawjson.StringMember(result[ts:te], "taskId")
-			a.inflight.setTask(id, s)
-		}
+		a.inflight.setTask(era.TaskID(result), s)
 	}
 	if c.own() {
 		c.done(result, errObj)

@@ -133,7 +133,7 @@ func (a *Aggregator) lowerLevel(s *server, rank int) <-chan struct{} {
 			break
 		}
 	}
-	params := json.RawMessage(`{"level":` + strconv.Quote(levelName(rank)) + `}`)
+	params := json.RawMessage(`{"level":` + strconv.Quote(era.LogLevel(rank)) + `}`)
 	a.setup.leveled(params)
 	answered := make(chan struct{})
 	if a.sendToServer(&call{to: s, method: "logging/setLevel", doing: "setting the log level a request asked for",
@@ -146,14 +146,4 @@ func (a *Aggregator) lowerLevel(s *server, rank int) <-chan struct{} {
 		return nil
 	}
 	return answered
-}
-
-// levelName is the logging level of a rank (era.LogRank).
-func levelName(rank int) string {
-	for _, l := range []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"} {
-		if era.LogRank(l) == rank {
-			return l
-		}
-	}
-	return "debug"
 }

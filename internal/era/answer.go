@@ -143,3 +143,18 @@ func Tool(from, to Era, def json.RawMessage) (out json.RawMessage, hidden string
 	}
 	return rawjson.Without(def, "execution"), ""
 }
+
+// TaskID is the ID of the task a tools/call result created: the task member's taskId of the
+// 2025-11-25 CreateTaskResult, or the taskId of the tasks extension's, which is flat (its
+// resultType is "task"); "" when the result created none.
+func TaskID(result json.RawMessage) string {
+	if ts, te, ok := rawjson.Member(result, "task"); ok {
+		id, _ := rawjson.StringMember(result[ts:te], "taskId")
+		return id
+	}
+	if ResultType(result) == "task" {
+		id, _ := rawjson.StringMember(result, "taskId")
+		return id
+	}
+	return ""
+}

@@ -106,11 +106,30 @@ const (
 	CodeURLElicitationRequired = -32042
 )
 
-// logLevels rank the logging levels (RFC 5424, as MCP names them).
-var logLevels = map[string]int{"debug": 1, "info": 2, "notice": 3, "warning": 4, "error": 5, "critical": 6, "alert": 7, "emergency": 8}
+// logLevelNames are the logging levels (RFC 5424, as MCP names them) by rank.
+var logLevelNames = [...]string{1: "debug", 2: "info", 3: "notice", 4: "warning", 5: "error", 6: "critical", 7: "alert", 8: "emergency"}
+
+// logLevels rank the logging levels.
+var logLevels = func() map[string]int {
+	m := map[string]int{}
+	for rank, name := range logLevelNames {
+		if name != "" {
+			m[name] = rank
+		}
+	}
+	return m
+}()
 
 // LogRank is the rank of a logging level, from 1 (debug) to 8 (emergency); 0 for no level.
 func LogRank(level string) int { return logLevels[level] }
+
+// LogLevel is the logging level of a rank (LogRank); "" for a rank that names none.
+func LogLevel(rank int) string {
+	if rank < 1 || rank >= len(logLevelNames) {
+		return ""
+	}
+	return logLevelNames[rank]
+}
 
 // InputMethods are the client's requests a server may answer with an InputRequiredResult:
 // "Servers MUST NOT send InputRequiredResult responses on any other client requests"

@@ -213,3 +213,31 @@ func TestProbe(t *testing.T) {
 		t.Error("Method not found is legacy")
 	}
 }
+
+// LogLevel names each rank LogRank gives, and nothing else.
+func TestLogLevel(t *testing.T) {
+	for _, l := range []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"} {
+		if got := LogLevel(LogRank(l)); got != l {
+			t.Errorf("LogLevel(LogRank(%q)) = %q", l, got)
+		}
+	}
+	for _, rank := range []int{0, -1, 9} {
+		if got := LogLevel(rank); got != "" {
+			t.Errorf("LogLevel(%d) = %q, want none", rank, got)
+		}
+	}
+}
+
+// TaskID finds the task a tools/call result created, in either shape, and none elsewhere.
+func TestTaskID(t *testing.T) {
+	for result, want := range map[string]string{
+		`{"task":{"taskId":"t1","status":"working"}}`: "t1", // 2025-11-25 CreateTaskResult
+		`{"resultType":"task","taskId":"t2"}`:         "t2", // the tasks extension's, flat
+		`{"content":[],"taskId":"not-a-task"}`:        "",
+		`{"resultType":"complete","content":[]}`:      "",
+	} {
+		if got := TaskID(json.RawMessage(result)); got != want {
+			t.Errorf("TaskID(%s) = %q, want %q", result, got, want)
+		}
+	}
+}

@@ -443,7 +443,7 @@ func (p *proc) answer(m *jsonrpc.Response) {
 		}
 	}
 	if errObj == nil && c.method == "tools/call" {
-		if id := taskID(result); id != "" {
+		if id := era.TaskID(result); id != "" {
 			p.tasks[id] = c.a
 		}
 	}
@@ -668,7 +668,7 @@ func (p *proc) detach(a *attachment, closeConn bool) {
 		p.ownRequest("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
 	}
 	if levelChanged && level > 0 {
-		p.ownRequest("logging/setLevel", rawjson.Marshal(map[string]string{"level": levelNames[level]}))
+		p.ownRequest("logging/setLevel", rawjson.Marshal(map[string]string{"level": era.LogLevel(level)}))
 	}
 	if empty {
 		p.d.log.Info("no session uses the server: it is kept for the linger", "pid", p.child.PID(), "linger", p.d.linger)
@@ -750,25 +750,10 @@ func (p *proc) status() ServerStatus {
 	return st
 }
 
-var levelNames = map[int]string{1: "debug", 2: "info", 3: "notice", 4: "warning", 5: "error", 6: "critical", 7: "alert", 8: "emergency"}
-
 // hasTag reports whether a notification's params carry a listen's tag.
 func hasTag(params json.RawMessage) bool {
 	ms, me, ok := rawjson.Member(params, "_meta")
 	return ok && rawjson.Has(params[ms:me], era.MetaSubscriptionID)
-}
-
-// taskID is the ID of the task a tools/call result created; "" for none.
-func taskID(result json.RawMessage) string {
-	if ts, te, ok := rawjson.Member(result, "task"); ok { // 2025-11-25: CreateTaskResult.task
-		id, _ := rawjson.StringMember(result[ts:te], "taskId")
-		return id
-	}
-	if era.ResultType(result) == "task" { // the tasks extension: flat
-		id, _ := rawjson.StringMember(result, "taskId")
-		return id
-	}
-	return ""
 }
 
 func stringParam(params json.RawMessage, key string) string {
