@@ -48,7 +48,7 @@ func (l legacyClient) serverRequest(s *server, m *jsonrpc.Request) {
 	if res != addOK {
 		return // its server went down meanwhile: nobody waits for the answer
 	}
-	a.writeClient(request(c.toID, c.method, withToken(m.Params, newToken)))
+	a.writeClient(stdio.Request(c.toID, c.method, withToken(m.Params, newToken)))
 }
 
 // ready writes what waited for the client, in order, once it says it is initialized: a
@@ -68,7 +68,7 @@ func (l legacyClient) ready() {
 			return
 		}
 		if a.inflight.deliver(c) {
-			a.writeClient(request(c.toID, c.method, it.msg))
+			a.writeClient(stdio.Request(c.toID, c.method, it.msg))
 		}
 	})
 	if dropped > 0 {
@@ -76,10 +76,10 @@ func (l legacyClient) ready() {
 	}
 }
 
-func (l legacyClient) listChanged(method string) { l.a.writeClient(notification(method, nil)) }
+func (l legacyClient) listChanged(method string) { l.a.writeClient(stdio.Notification(method, nil)) }
 
 func (l legacyClient) resourceUpdated(params json.RawMessage) {
-	l.a.toClient(notification("notifications/resources/updated", params))
+	l.a.toClient(stdio.Notification("notifications/resources/updated", params))
 }
 
 func (legacyClient) serverLog(*server, json.RawMessage) bool { return true }

@@ -3,7 +3,6 @@ package aggregator
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -12,57 +11,10 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
-// Every JSON-RPC message the aggregator writes itself is built here, as the parts of one line
-// for stdio.Conn (values that pass through, params and results, are parts of their own and
-// are never copied or re-encoded).
-
-// request is a request with one of our IDs; params in parts (none, or empty, for no params).
-func request(id, method string, params ...[]byte) [][]byte {
-	if len(params) == 1 && len(params[0]) == 0 {
-		params = nil
-	}
-	head := make([]byte, 0, len(`{"jsonrpc":"2.0","id":"","method":"","params":`)+len(id)+len(method)+8)
-	head = append(append(append(head, `{"jsonrpc":"2.0","id":"`...), id...), `","method":`...)
-	head = appendString(head, method)
-	if len(params) == 0 {
-		return [][]byte{append(head, "}\n"...)}
-	}
-	parts := make([][]byte, 0, len(params)+2)
-	parts = append(parts, append(head, `,"params":`...))
-	parts = append(parts, params...)
-	return append(parts, closeLine)
-}
-
-// appendString appends s as a JSON string: as it is in the common case, where it has nothing
-// to escape.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return append(b, marshal(s)...)
-		}
-	}
-	return append(append(append(b, '"'), s...), '"')
-}
-
-// closeLine ends a message whose last part is a value (never written to).
-var closeLine = []byte("}\n")
-
-// notification is a notification with raw params (none when empty).
-func notification(method string, params json.RawMessage) [][]byte {
-	if len(params) == 0 {
-		return [][]byte{[]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + "}\n")}
-	}
-	return [][]byte{[]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `,"params":`), params, []byte("}\n")}
-}
-
-// cancelled is notifications/cancelled for the request id (one of ours).
-func cancelled(id, reason string) [][]byte {
-	params, _ := json.Marshal(struct {
-		RequestID string `json:"requestId"`
-		Reason    string `json:"reason,omitempty"`
-	}{id, reason})
-	return notification("notifications/cancelled", params)
-}
+// Every JSON-RPC message the aggregator writes itself is built here, or by internal/stdio's
+// builders (Request, Notification, Cancelled, Response), as the parts of one line for
+// stdio.Conn (values that pass through, params and results, are parts of their own and are
+// never copied or re-encoded).
 
 // logNotification is a notifications/message of the aggregator's own.
 func logNotification(level, text string) [][]byte {
@@ -71,7 +23,7 @@ func logNotification(level, text string) [][]byte {
 		Logger string `json:"logger"`
 		Data   string `json:"data"`
 	}{level, "mcp-simple-aggregator", text})
-	return notification("notifications/message", params)
+	return stdio.Notification("notifications/message", params)
 }
 
 // marshal encodes v as JSON without escaping <, > and & (encoding/json's default, for HTML):

@@ -218,7 +218,7 @@ func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
 	case c.stream != nil:
 		a.unlisten(c)
 	case c.to != nil:
-		c.to.conn.Send(nil, cancelled(c.toID, reason)...)
+		c.to.conn.Send(nil, stdio.Cancelled(c.toID, reason)...)
 	}
 	return true
 }
@@ -238,14 +238,14 @@ func (a *Aggregator) clientProgress(m *jsonrpc.Request) bool {
 	if c.fromToken != nil {
 		params = rawjson.Replace(params, start, end, c.fromToken)
 	}
-	c.from.conn.Send(nil, notification(m.Method, params)...)
+	c.from.conn.Send(nil, stdio.Notification(m.Method, params)...)
 	return true
 }
 
 // broadcast sends the client's notification to every server that is up.
 func (a *Aggregator) broadcast(m *jsonrpc.Request) bool {
 	for _, s := range a.servingServers() {
-		s.conn.Send(nil, notification(m.Method, m.Params)...)
+		s.conn.Send(nil, stdio.Notification(m.Method, m.Params)...)
 	}
 	return true
 }

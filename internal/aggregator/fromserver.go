@@ -175,7 +175,7 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 	if c.fromToken != nil {
 		params = rawjson.Replace(params, start, end, c.fromToken)
 	}
-	a.toClient(notification(m.Method, params))
+	a.toClient(stdio.Notification(m.Method, params))
 }
 
 // serverLog passes a server's log message to the client, with the server's key as the logger
@@ -189,7 +189,7 @@ func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
 		logger, _ := json.Marshal(s.key)
 		params = rawjson.Prepend(params, `"logger":`+string(logger))
 	}
-	a.toClient(notification(m.Method, params))
+	a.toClient(stdio.Notification(m.Method, params))
 }
 
 // serverTaskStatus passes a server's notifications/tasks/status to the client, and notes who
@@ -198,7 +198,7 @@ func (a *Aggregator) serverTaskStatus(s *server, m *jsonrpc.Request) {
 	id, _ := rawjson.StringMember(m.Params, "taskId")
 	a.inflight.setTask(id, s)
 	if side := a.side(); side == nil || side.taskStatus() {
-		a.toClient(notification(m.Method, m.Params))
+		a.toClient(stdio.Notification(m.Method, m.Params))
 	}
 }
 
@@ -210,7 +210,7 @@ func (a *Aggregator) serverCancelled(s *server, m *jsonrpc.Request) {
 		return
 	}
 	if c := a.inflight.cancelled(s, id); c != nil && c.stage == sent {
-		a.toClient(cancelled(c.toID, reason))
+		a.toClient(stdio.Cancelled(c.toID, reason))
 	}
 }
 
@@ -221,5 +221,5 @@ func (a *Aggregator) serverResourceUpdated(_ *server, m *jsonrpc.Request) {
 		side.resourceUpdated(m.Params)
 		return
 	}
-	a.toClient(notification(m.Method, m.Params))
+	a.toClient(stdio.Notification(m.Method, m.Params))
 }

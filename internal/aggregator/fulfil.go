@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // A modern server's input_required, for a legacy client (basic/patterns/mrtr.mdx). A modern
@@ -153,18 +154,18 @@ func (a *Aggregator) askClient(ch *inputChain, s *server, method string, params 
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
-	a.writeClient(request(q.toID, method, params))
+	a.writeClient(stdio.Request(q.toID, method, params))
 	select {
 	case ans := <-got:
 		return ans.result, ans.errObj, askAnswered
 	case <-ch.cancel:
 		if a.inflight.take(q) {
-			a.toClient(cancelled(q.toID, "the client cancelled the request that needed it"))
+			a.toClient(stdio.Cancelled(q.toID, "the client cancelled the request that needed it"))
 		}
 		return nil, nil, askCancelled
 	case <-s.retired:
 		if a.inflight.take(q) {
-			a.toClient(cancelled(q.toID, fmt.Sprintf("server %q went down", s.key)))
+			a.toClient(stdio.Cancelled(q.toID, fmt.Sprintf("server %q went down", s.key)))
 		}
 		return nil, nil, askServerGone
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // A server of the legacy era (protocol versions up to 2025-11-25): initialized once with what
@@ -51,7 +52,7 @@ func (l legacyServer) handshake(ctx context.Context, s *server, params json.RawM
 		s.tasks = t
 	}
 	s.log.Debug("initialized", "protocol", s.protocol, "name", s.name)
-	s.conn.Send(nil, notification("notifications/initialized", nil)...)
+	s.conn.Send(nil, stdio.Notification("notifications/initialized", nil)...)
 	return "", nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // A server of the modern era (2026-07-28), as its probe found it (probe.go): it never gets
@@ -183,7 +184,7 @@ func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error
 	l.mu.Unlock()
 	var late *listenCall // the old listen, when its end was not seen
 	if old != nil {
-		s.conn.Send(nil, cancelled(old.c.toID, "mcp-simple-aggregator listens again with other subscriptions")...)
+		s.conn.Send(nil, stdio.Cancelled(old.c.toID, "mcp-simple-aggregator listens again with other subscriptions")...)
 		wait, cancel := context.WithTimeout(ctx, min(a.opts.ProbeTimeout, a.opts.StartupTimeout))
 		select {
 		case <-old.ended: // the go-sdk answers a cancelled listen once it let go of it

@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // A modern client's subscriptions/listen streams (basic/patterns/subscriptions.mdx): what a
@@ -54,7 +55,7 @@ func (a *Aggregator) listen(m *jsonrpc.Request) {
 		}
 		st.stream.filter.URIs = agreed
 		st.stream.opening = false
-		a.writeClient(notification("notifications/subscriptions/acknowledged", era.Acknowledged(st.stream.filter, id)))
+		a.writeClient(stdio.Notification("notifications/subscriptions/acknowledged", era.Acknowledged(st.stream.filter, id)))
 		a.streamsMu.Unlock()
 	}()
 }
@@ -158,7 +159,7 @@ func (a *Aggregator) streamListChanged(method string) {
 	defer a.streamsMu.Unlock()
 	for _, st := range a.inflight.streams() {
 		if !st.stream.opening && st.stream.filter.Wants(method) {
-			a.writeClient(notification(method, era.Tagged(nil, st.stream.tag)))
+			a.writeClient(stdio.Notification(method, era.Tagged(nil, st.stream.tag)))
 		}
 	}
 }
@@ -176,7 +177,7 @@ func (a *Aggregator) streamResourceUpdated(params json.RawMessage) {
 	defer a.streamsMu.Unlock()
 	for _, st := range a.inflight.streams() {
 		if !st.stream.opening && st.stream.filter.Covers(*p.URI) {
-			a.writeClient(notification("notifications/resources/updated", era.Tagged(params, st.stream.tag)))
+			a.writeClient(stdio.Notification("notifications/resources/updated", era.Tagged(params, st.stream.tag)))
 		}
 	}
 }

@@ -95,7 +95,7 @@ func (a *Aggregator) inputRequest(s *server, m *jsonrpc.Request) {
 				"Internal error: the client did not declare what %s needs in this request; the request came through mcp-simple-aggregator", m.Method))...)
 		}
 		if a.inflight.take(c) {
-			s.conn.Send(nil, cancelled(c.toID, "the client cannot give the input the server asked for")...)
+			s.conn.Send(nil, stdio.Cancelled(c.toID, "the client cannot give the input the server asked for")...)
 			a.answerClient(c.fromID, nil, errObj)
 		}
 		return
@@ -280,7 +280,7 @@ func (a *Aggregator) expire(sus *suspension) {
 		return // a -32042's URL elicitations, or parked requests: nothing is in flight for them
 	}
 	if a.inflight.take(c) {
-		c.to.conn.Send(nil, cancelled(c.toID, "the client did not give the input asked for in time")...)
+		c.to.conn.Send(nil, stdio.Cancelled(c.toID, "the client did not give the input asked for in time")...)
 	}
 	c.to.log.Debug("input asked for expired", "method", c.method, "requests", len(asked))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // What goes to a server: the one path of every request to a server, the client's relayed
@@ -103,7 +104,7 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 			return
 		}
 		a.unwritten(c, err)
-	}, request(c.toID, c.method, params...)...)
+	}, stdio.Request(c.toID, c.method, params...)...)
 	return addOK
 }
 
@@ -263,7 +264,7 @@ func (q *asked) wait(ctx context.Context) (result, errObj json.RawMessage, err e
 			if errors.As(context.Cause(ctx), &why) {
 				reason = string(why)
 			}
-			q.s.conn.Send(nil, cancelled(q.c.toID, reason)...)
+			q.s.conn.Send(nil, stdio.Cancelled(q.c.toID, reason)...)
 		}
 		return nil, nil, ctx.Err()
 	}

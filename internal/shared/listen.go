@@ -89,7 +89,7 @@ func (p *proc) openListen() [][]byte {
 	if ns, ne, ok := rawjson.Member(params, "notifications"); ok {
 		params = rawjson.Replace(params, ns, ne, rawjson.Marshal(own.filter))
 	}
-	return requestLine(own.did, "subscriptions/listen", params)
+	return stdio.Request(own.did, "subscriptions/listen", params)
 }
 
 // endListen cancels the shared process's listen, so that the next one asks for more; it
@@ -98,7 +98,7 @@ func (p *proc) endListen() [][]byte {
 	own := p.own
 	own.ending = true
 	own.timer = time.AfterFunc(listenGrace, func() { p.listenEnded(own.did) })
-	return cancelLine(own.did, "mcp-simple-aggregator's shared process listens again with more subscriptions")
+	return stdio.Cancelled(own.did, "mcp-simple-aggregator's shared process listens again with more subscriptions")
 }
 
 // listenEnded takes the end of the shared process's listen did (its answer, or the grace after
@@ -176,7 +176,7 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 			continue // "MUST NOT send any notification on the subscription before it"
 		}
 		if l.filter.Wants(method) || method == "notifications/resources/updated" && l.filter.Covers(uri) {
-			out = append(out, outgoing{l.a, notificationLine(method, era.Tagged(rest, era.Tag(l.id)))})
+			out = append(out, outgoing{l.a, stdio.Notification(method, era.Tagged(rest, era.Tag(l.id)))})
 		}
 	}
 	p.mu.Unlock()
@@ -194,7 +194,7 @@ func (p *proc) acks() []outgoing {
 	for _, l := range p.listens {
 		if !l.acked && own.filter.Includes(l.filter) {
 			l.acked = true
-			out = append(out, outgoing{l.a, notificationLine("notifications/subscriptions/acknowledged", era.Acknowledged(l.filter.Within(*own.agreed), l.id))})
+			out = append(out, outgoing{l.a, stdio.Notification("notifications/subscriptions/acknowledged", era.Acknowledged(l.filter.Within(*own.agreed), l.id))})
 		}
 	}
 	return out

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -319,7 +318,7 @@ func (p *proc) relay(a *attachment, m *jsonrpc.Request, id json.RawMessage, reco
 	p.byOrigin[originKey{a, string(id)}] = did
 	p.began(c, params)
 	p.mu.Unlock()
-	p.conn.Send(nil, requestLine(did, m.Method, params)...)
+	p.conn.Send(nil, stdio.Request(did, m.Method, params)...)
 }
 
 // clientNotification takes a session's notification for the server.
@@ -356,12 +355,12 @@ func (p *proc) clientNotification(a *attachment, m *jsonrpc.Request) {
 		next := p.next()
 		p.mu.Unlock()
 		if found {
-			p.conn.Send(nil, cancelLine(did, reason)...)
+			p.conn.Send(nil, stdio.Cancelled(did, reason)...)
 		}
 		p.sendAll(next)
 		return
 	}
-	p.conn.Send(nil, notificationLine(m.Method, m.Params)...)
+	p.conn.Send(nil, stdio.Notification(m.Method, m.Params)...)
 }
 
 // clientAnswer passes a session's answer to a request of the server's.
@@ -493,7 +492,7 @@ func (p *proc) serverRequest(m *jsonrpc.Request) {
 		p.conn.Send(nil, stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: "+why+"; the request came through mcp-simple-aggregator's shared process"))...)
 		return
 	}
-	to.conn.Send(nil, requestLineRaw(id, m.Method, m.Params)...)
+	to.conn.Send(nil, stdio.RequestRaw(id, m.Method, m.Params)...)
 }
 
 // route picks the session a server's request goes to (serverRequest), or says why none.
@@ -566,7 +565,7 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 	}
 	p.mu.Unlock()
 	for _, a := range to {
-		a.conn.Send(nil, notificationLine(m.Method, params)...)
+		a.conn.Send(nil, stdio.Notification(m.Method, params)...)
 	}
 }
 
@@ -658,7 +657,7 @@ func (p *proc) detach(a *attachment, closeConn bool) {
 		a.raw.Close()
 	}
 	for _, did := range cancels {
-		p.conn.Send(nil, cancelLine(did, "the session that asked ended")...)
+		p.conn.Send(nil, stdio.Cancelled(did, "the session that asked ended")...)
 	}
 	p.sendAll(next)
 	for _, id := range asked {
@@ -681,7 +680,7 @@ func (p *proc) ownRequest(method string, params json.RawMessage) {
 	p.seq++
 	did := "s-own-" + strconv.FormatUint(p.seq, 10)
 	p.mu.Unlock()
-	p.conn.Send(nil, requestLine(did, method, params)...)
+	p.conn.Send(nil, stdio.Request(did, method, params)...)
 }
 
 // startLinger starts the linger. Callers hold p.mu.
@@ -778,30 +777,4 @@ func encodeError(e error) json.RawMessage {
 		return stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error")
 	}
 	return b
-}
-
-// requestLine is a request under the shared process's ID did.
-func requestLine(did, method string, params json.RawMessage) [][]byte {
-	return requestLineRaw(json.RawMessage(strconv.Quote(did)), method, params)
-}
-
-// requestLineRaw is a request under the ID id (encoded).
-func requestLineRaw(id json.RawMessage, method string, params json.RawMessage) [][]byte {
-	head := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%s`, id, rawjson.Marshal(method))
-	if len(params) == 0 {
-		return [][]byte{[]byte(head + "}\n")}
-	}
-	return [][]byte{[]byte(head + `,"params":`), params, []byte("}\n")}
-}
-
-func notificationLine(method string, params json.RawMessage) [][]byte {
-	head := `{"jsonrpc":"2.0","method":` + string(rawjson.Marshal(method))
-	if len(params) == 0 {
-		return [][]byte{[]byte(head + "}\n")}
-	}
-	return [][]byte{[]byte(head + `,"params":`), params, []byte("}\n")}
-}
-
-func cancelLine(did, reason string) [][]byte {
-	return notificationLine("notifications/cancelled", rawjson.Marshal(map[string]string{"requestId": did, "reason": reason}))
 }

@@ -2,6 +2,7 @@ package stdio
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -94,6 +95,34 @@ func TestSendReportsFailure(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("a write to a closed pipe was not reported")
+		}
+	}
+}
+
+// The builders of the messages a peer writes itself: one line of JSON-RPC each, whatever the
+// method and ID hold, params passed as they are.
+func TestBuilders(t *testing.T) {
+	for _, tc := range []struct {
+		parts [][]byte
+		want  string
+	}{
+		{Request("agg-7", "tools/call", []byte(`{"name":"x"}`)), `{"jsonrpc":"2.0","id":"agg-7","method":"tools/call","params":{"name":"x"}}`},
+		{Request("agg-8", "ping"), `{"jsonrpc":"2.0","id":"agg-8","method":"ping"}`},
+		{Request("agg-9", "ping", nil), `{"jsonrpc":"2.0","id":"agg-9","method":"ping"}`},
+		{Request("agg-1", "a\"b\n"), `{"jsonrpc":"2.0","id":"agg-1","method":"a\"b\n"}`},
+		{RequestRaw([]byte(`42`), "sampling/createMessage", []byte(`{"maxTokens":1}`)), `{"jsonrpc":"2.0","id":42,"method":"sampling/createMessage","params":{"maxTokens":1}}`},
+		{RequestRaw([]byte(`"s"`), "roots/list", nil), `{"jsonrpc":"2.0","id":"s","method":"roots/list"}`},
+		{Notification("notifications/initialized", nil), `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{Notification("notifications/progress", []byte(`{"progress":1}`)), `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`},
+		{Cancelled("agg-3", ""), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"agg-3"}}`},
+		{Cancelled("agg-3", "gone <now>"), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"agg-3","reason":"gone \u003cnow\u003e"}}`},
+	} {
+		got := string(bytes.Join(tc.parts, nil))
+		if got != tc.want+"\n" {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+		if !json.Valid([]byte(got)) {
+			t.Errorf("not JSON: %s", got)
 		}
 	}
 }

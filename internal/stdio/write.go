@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
 // Writing: messages from raw parts, one line each; Send writes inline when the pipe takes it
@@ -347,4 +349,65 @@ func size(parts [][]byte) int {
 		n += len(p)
 	}
 	return n
+}
+
+// Request is a request under id, a string ID of the sender's own that has nothing to escape
+// ("agg-7"), with params in parts (none, or one empty part, for no params).
+func Request(id, method string, params ...[]byte) [][]byte {
+	if len(params) == 1 && len(params[0]) == 0 {
+		params = nil
+	}
+	head := make([]byte, 0, len(`{"jsonrpc":"2.0","id":"","method":"","params":`)+len(id)+len(method)+8)
+	head = append(append(append(head, `{"jsonrpc":"2.0","id":"`...), id...), `","method":`...)
+	head = appendString(head, method)
+	if len(params) == 0 {
+		return [][]byte{append(head, "}\n"...)}
+	}
+	parts := make([][]byte, 0, len(params)+2)
+	parts = append(parts, append(head, `,"params":`...))
+	parts = append(parts, params...)
+	return append(parts, closeLine)
+}
+
+// appendString appends s as a JSON string: as it is in the common case, where it has nothing
+// to escape.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return append(b, rawjson.Marshal(s)...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
+
+// closeLine ends a message whose last part is a value (never written to).
+var closeLine = []byte("}\n")
+
+// Notification is a notification with raw params (none when empty).
+func Notification(method string, params json.RawMessage) [][]byte {
+	if len(params) == 0 {
+		return [][]byte{[]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + "}\n")}
+	}
+	return [][]byte{[]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `,"params":`), params, []byte("}\n")}
+}
+
+// Cancelled is notifications/cancelled for the request id (a string ID of the sender's own),
+// with the reason when there is one.
+func Cancelled(id, reason string) [][]byte {
+	params, _ := json.Marshal(struct {
+		RequestID string `json:"requestId"`
+		Reason    string `json:"reason,omitempty"`
+	}{id, reason})
+	return Notification("notifications/cancelled", params)
+}
+
+// RequestRaw is a request under the encoded ID id (a peer's own, of any type), with params as
+// they are (none when empty).
+func RequestRaw(id json.RawMessage, method string, params json.RawMessage) [][]byte {
+	head := append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"method":`...)
+	head = appendString(head, method)
+	if len(params) == 0 {
+		return [][]byte{append(head, "}\n"...)}
+	}
+	return [][]byte{append(head, `,"params":`...), params, closeLine}
 }
