@@ -60,6 +60,13 @@ type Options struct {
 	Burst *Burst
 	// HeldBy, when set, holds the holdable writes to this Conn while that Burst is active.
 	HeldBy *Burst
+	// NeverWait makes every write a Send: no writer waits for the peer to read, and a message
+	// that the peer does not take at once is left to the background writer. It is for a hosted
+	// session's client, which the shared process's readers of servers write to on the session's
+	// behalf: one client that does not read must not hold up the sessions that share its
+	// servers. Close then waits for the background writer to finish (for neverWaitClose at
+	// most).
+	NeverWait bool
 }
 
 // Conn carries JSON-RPC messages, one per line, over a reader and a writer. Read must be
@@ -81,7 +88,8 @@ type Conn struct {
 	qmu      sync.Mutex
 	queue    []queued
 	flushers int
-	held     heldWrites // during a burst of Options.HeldBy (burst.go)
+	flushing sync.WaitGroup // the background writers (NeverWait: Close waits for them)
+	held     heldWrites     // during a burst of Options.HeldBy (burst.go)
 	// inBurst says that Read began a burst of Options.Burst that it has not ended; read by
 	// the reader only.
 	inBurst bool
@@ -102,9 +110,13 @@ type Conn struct {
 }
 
 // New returns a Conn reading messages from r and writing them to w. Close closes both when
-// they are io.Closers.
+// they are io.Closers. r is nil for a Conn whose messages a peer in this process hands over
+// (Receiver, Given): it is never Read.
 func New(r io.Reader, w io.Writer, opts *Options) *Conn {
-	c := &Conn{r: bufio.NewReaderSize(r, readBufferSize), w: w, closed: make(chan struct{}), pending: map[jsonrpc.ID]bool{}}
+	c := &Conn{w: w, closed: make(chan struct{}), pending: map[jsonrpc.ID]bool{}}
+	if r != nil { // nil for a Conn whose messages are handed to it (Given), never Read
+		c.r = bufio.NewReaderSize(r, readBufferSize)
+	}
 	if opts != nil {
 		c.opts = *opts
 	}
@@ -113,12 +125,32 @@ func New(r io.Reader, w io.Writer, opts *Options) *Conn {
 	}
 	c.rc, _ = r.(io.Closer)
 	c.wc, _ = w.(io.Closer)
-	c.tryWrite = tryWriter(w)
+	if iw, ok := w.(InlineWriter); ok {
+		c.tryWrite = iw.Write
+	} else {
+		c.tryWrite = tryWriter(w)
+	}
 	return c
 }
 
+// neverWaitClose bounds the wait of Close, with Options.NeverWait, for what was sent to be
+// written.
+const neverWaitClose = 5 * time.Second
+
 // Close closes the reader and the writer. It may be called more than once.
 func (c *Conn) Close() error {
+	if c.opts.NeverWait {
+		// What was sent is written first, for as long as a peer that reads needs.
+		written := make(chan struct{})
+		go func() {
+			c.flushing.Wait()
+			close(written)
+		}()
+		select {
+		case <-written:
+		case <-time.After(neverWaitClose):
+		}
+	}
 	c.closeMu.Do(func() { close(c.closed) })
 	c.wmu.Lock() // not in the middle of a write
 	defer c.wmu.Unlock()

@@ -110,8 +110,6 @@ func TestBuilders(t *testing.T) {
 		{Request("agg-8", "ping"), `{"jsonrpc":"2.0","id":"agg-8","method":"ping"}`},
 		{Request("agg-9", "ping", nil), `{"jsonrpc":"2.0","id":"agg-9","method":"ping"}`},
 		{Request("agg-1", "a\"b\n"), `{"jsonrpc":"2.0","id":"agg-1","method":"a\"b\n"}`},
-		{RequestRaw([]byte(`42`), "sampling/createMessage", []byte(`{"maxTokens":1}`)), `{"jsonrpc":"2.0","id":42,"method":"sampling/createMessage","params":{"maxTokens":1}}`},
-		{RequestRaw([]byte(`"s"`), "roots/list", nil), `{"jsonrpc":"2.0","id":"s","method":"roots/list"}`},
 		{Notification("notifications/initialized", nil), `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
 		{Notification("notifications/progress", []byte(`{"progress":1}`)), `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`},
 		{Cancelled("agg-3", ""), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"agg-3"}}`},

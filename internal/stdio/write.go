@@ -123,6 +123,10 @@ func (c *Conn) WriteParts(parts ...[]byte) error {
 
 // writeNow writes parts now, after what is held, waiting for the peer to take them.
 func (c *Conn) writeNow(parts ...[]byte) error {
+	if c.opts.NeverWait {
+		c.Send(nil, parts...)
+		return nil
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.writeLocked(parts...)
@@ -223,6 +227,7 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		start := c.flushers == 0 && len(c.queue) > 0
 		if start {
 			c.flushers++
+			c.flushing.Add(1)
 		}
 		c.qmu.Unlock()
 		if start {
@@ -272,6 +277,7 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		c.qmu.Lock()
 		c.queue = append([]queued{{[][]byte{rest}, fail, held.ids}}, c.queue...)
 		c.flushers++
+		c.flushing.Add(1)
 		c.qmu.Unlock()
 		go c.flush(true)
 	default:
@@ -314,6 +320,7 @@ func (c *Conn) flush(locked bool) {
 			c.flushers--
 			c.qmu.Unlock()
 			c.wmu.Unlock()
+			c.flushing.Done()
 			return
 		}
 		q := c.queue[0]
@@ -399,15 +406,4 @@ func Cancelled(id, reason string) [][]byte {
 		Reason    string `json:"reason,omitempty"`
 	}{id, reason})
 	return Notification("notifications/cancelled", params)
-}
-
-// RequestRaw is a request under the encoded ID id (a peer's own, of any type), with params as
-// they are (none when empty).
-func RequestRaw(id json.RawMessage, method string, params json.RawMessage) [][]byte {
-	head := append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"method":`...)
-	head = appendString(head, method)
-	if len(params) == 0 {
-		return [][]byte{append(head, "}\n"...)}
-	}
-	return [][]byte{append(head, `,"params":`...), params, closeLine}
 }
