@@ -100,7 +100,7 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 			}
 			return a, nil
 		}
-		s.opts.StartWithClient = true
+		s.opts.Hosted = true
 		return s, true
 	}
 

@@ -135,11 +135,14 @@ type Options struct {
 	// IdleStop stops a server that had no request for this long (lazy.go); 0 never does.
 	IdleStop time.Duration
 	// Start starts a server's process; nil starts a child of this process (internal/child).
-	// With StartWithClient, no server is started before the client is known: Start is given
-	// the initialize the servers are told (a shared process shares a legacy server only among
-	// sessions whose clients would send it the same one).
-	Start           Starter
-	StartWithClient bool
+	// Hosted says that the session is one a shared process hosts (--share), over processes
+	// it runs for several sessions: no server is started before the client is known (Start
+	// is given the initialize the servers are told: a shared process shares a legacy server
+	// only among sessions whose clients would send it the same one), and nothing written to
+	// the client waits for it to read (the servers' messages are handed over by readers that
+	// serve other sessions as well: Fed).
+	Start  Starter
+	Hosted bool
 	// Pinned withholds each definition that differs from the lock file beside the
 	// configuration (pinned.go); Start fails when the lock cannot be read.
 	Pinned bool
@@ -218,19 +221,23 @@ type Aggregator struct {
 	panicOn string
 }
 
-// faultPanicVar, in the session's environment, names a method whose requests make the
-// client's reader panic: a fault injected by the fault suite (a session hosted by the shared
-// process must end alone), never set by users.
+// faultPanicVar, in the session's environment, names a method whose requests or
+// notifications make their handling panic, the client's or a server's: a fault injected by
+// the fault suite (a session hosted by the shared process must end alone, and a server's
+// reader there serves other sessions too), never set by users.
 const faultPanicVar = "MCP_SIMPLE_AGGREGATOR_FAULT_PANIC"
 
 // contain ends the session when a panic reaches the top of the goroutine it is deferred in
 // (where says which): it is logged with its stack, and Serve returns it. Unshared that ends
 // the program as a crash would, with a message; in the shared process, which hosts many
 // sessions, it ends this one alone.
-func (a *Aggregator) contain(where string) {
-	v := recover()
+func (a *Aggregator) contain(where string) { a.contained(where, recover()) }
+
+// contained ends the session for v, the value of a recover in where, when there was a panic;
+// it reports whether there was.
+func (a *Aggregator) contained(where string, v any) bool {
 	if v == nil {
-		return
+		return false
 	}
 	err := fmt.Errorf("the session failed in %s: %v", where, v)
 	a.log.Error(err.Error(), "stack", string(debug.Stack()))
@@ -238,6 +245,7 @@ func (a *Aggregator) contain(where string) {
 	case a.fault <- err:
 	default:
 	}
+	return true
 }
 
 // chainVar lists the configuration files of the aggregators above this one, so that a
@@ -259,7 +267,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (*Aggregator, 
 		}
 	}
 	go mcpschema.Warm(era.Legacy) // beside the servers' start: the first catalog checks definitions
-	if a.opts.Lazy || a.opts.StartWithClient {
+	if a.opts.Lazy || a.opts.Hosted {
 		// Whether a server starts now depends on the client, which is not known before its
 		// session: deferOrSpawn decides then (the cache's entry for it, or the process a shared
 		// process runs for it).
@@ -361,7 +369,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	r := &a.roster
 	r.mu.Lock()
 	r.started, r.params, r.clientEra = true, params, cs.side.era()
-	if a.opts.Lazy || a.opts.StartWithClient {
+	if a.opts.Lazy || a.opts.Hosted {
 		a.deferOrSpawn(params) // lazy.go
 	}
 	cfg := r.cfg
@@ -587,6 +595,7 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 		Batches:        a.batches,
 		Burst:          &a.toServers,
 		HeldBy:         &a.toClientBurst,
+		NeverWait:      a.opts.Hosted,
 	})
 	a.sdk = newSDKConn(a.client)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
@@ -616,6 +625,11 @@ func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) err
 	}
 	if side := a.side(); side != nil {
 		side.end() // what waits for the client is answered: it will not be
+	}
+	if a.opts.Hosted {
+		// What was written to the client reaches it before the shared process lets go of
+		// its pipe (a background writer may still be writing: NeverWait).
+		_ = a.client.Close()
 	}
 	if a.startErr != nil {
 		return a.startErr

@@ -60,20 +60,65 @@ func (a *Aggregator) readServer(s *server) {
 		if err != nil {
 			return
 		}
-		switch m := msg.(type) {
-		case *jsonrpc.Response:
-			a.serverAnswer(s, m)
-		case *jsonrpc.Request:
-			if m.IsCall() {
-				a.serverRequest(s, m)
-			} else if s.side().notification(s, m) {
-				// a modern server's listen: acknowledged, or no longer open (servermodern.go)
-			} else if h := serverNotifications[m.Method]; h != nil {
-				h(a, s, m)
-			} else {
-				s.log.Debug("dropped a notification nobody handles", "method", m.Method)
-			}
+		a.serverMessage(s, msg)
+	}
+}
+
+// serverMessage decides what becomes of a message of s.
+func (a *Aggregator) serverMessage(s *server, msg jsonrpc.Message) {
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		a.serverAnswer(s, m)
+	case *jsonrpc.Request:
+		if a.panicOn != "" && m.Method == a.panicOn {
+			panic("a fault injected for " + m.Method + " (" + faultPanicVar + ")")
 		}
+		if m.IsCall() {
+			a.serverRequest(s, m)
+		} else if s.side().notification(s, m) {
+			// a modern server's listen: acknowledged, or no longer open (servermodern.go)
+		} else if h := serverNotifications[m.Method]; h != nil {
+			h(a, s, m)
+		} else {
+			s.log.Debug("dropped a notification nobody handles", "method", m.Method)
+		}
+	}
+}
+
+// serverFeed takes the messages of a server whose process hands them over (Fed: a shared
+// process's server, which one reader reads for every session), as readServer takes those of a
+// process it reads, on the goroutine that read them. Its calls come one at a time.
+type serverFeed struct {
+	a     *Aggregator
+	s     *server
+	ended bool
+}
+
+// Message takes the next message of the server. A panic in its handling ends this session
+// alone, as one in readServer does: the goroutine is the shared process's, serving others.
+func (f *serverFeed) Message(msg jsonrpc.Message, more bool) {
+	if f.ended {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			f.a.contained("the handling of server "+strconv.Quote(f.s.key)+"'s messages", v)
+			f.End()
+		}
+	}()
+	f.s.conn.Given(more)
+	f.a.serverMessage(f.s, msg)
+}
+
+// Flush writes what the messages of a burst held.
+func (f *serverFeed) Flush() { f.s.conn.EndBurst() }
+
+// End takes the end of the server's output.
+func (f *serverFeed) End() {
+	f.s.conn.EndBurst()
+	if !f.ended {
+		f.ended = true
+		close(f.s.readDone)
 	}
 }
 

@@ -195,7 +195,7 @@ func (a *Aggregator) applyBeforeClient(cfg *config.Config, actions map[string]ac
 		a.retire(s, "was stopped by a reload", "")
 		<-s.stopped
 	}
-	if a.opts.Lazy || a.opts.StartWithClient {
+	if a.opts.Lazy || a.opts.Hosted {
 		// As at start-up: whether they start depends on the client.
 		r.mu.Lock()
 		for _, sc := range starting {

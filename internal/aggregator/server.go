@@ -98,12 +98,11 @@ type server struct {
 	stopped    chan struct{} // closed once it is stopped
 }
 
-// Process is a server's running process: a child of this one (internal/child), or one that a
-// shared process runs for several sessions (internal/shared, --share).
+// Process is a server's running process: a child of this one (internal/child), which is Piped,
+// or one that a shared process runs for several sessions (internal/shared, --share), which is
+// Fed.
 type Process interface {
 	PID() int
-	// Pipes are its standard output and input.
-	Pipes() (stdout io.ReadCloser, stdin io.WriteCloser)
 	// Exited is closed when it has exited; ExitDescription says how ("exited with status 3").
 	Exited() <-chan struct{}
 	ExitDescription() string
@@ -113,6 +112,21 @@ type Process interface {
 	LoginShellPath() string
 	// Stop ends it (a shared one: this session's use of it), giving it grace at each step.
 	Stop(grace time.Duration)
+}
+
+// A Piped process is read and written through its standard output and input: a goroutine of
+// the aggregator's reads it (readServer).
+type Piped interface {
+	Pipes() (stdout io.ReadCloser, stdin io.WriteCloser)
+}
+
+// A Fed process hands the aggregator its messages itself, and takes each message the
+// aggregator writes as it is written: a server of a shared process, whose one reader reads it
+// for every session that uses it and hands each its own (serverFeed). Input is where the
+// server's messages are written (a stdio.InlineWriter); Feed begins the handing over.
+type Fed interface {
+	Input() io.WriteCloser
+	Feed(r stdio.Receiver)
 }
 
 // Starter starts the process of a server: spec says what to run, client is the initialize the
@@ -201,10 +215,19 @@ func (a *Aggregator) startProcess(s *server, client json.RawMessage) error {
 		return fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
 	}
 	s.proc = proc
-	stdout, stdin := proc.Pipes()
-	s.conn = stdio.New(stdout, stdin, &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize, Burst: &a.toClientBurst, HeldBy: &a.toServers})
+	opts := &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize, Burst: &a.toClientBurst, HeldBy: &a.toServers}
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
-	go a.readServer(s)
+	switch p := proc.(type) {
+	case Fed:
+		s.conn = stdio.New(nil, p.Input(), opts)
+		p.Feed(&serverFeed{a: a, s: s})
+	case Piped:
+		stdout, stdin := p.Pipes()
+		s.conn = stdio.New(stdout, stdin, opts)
+		go a.readServer(s)
+	default:
+		return fmt.Errorf("start %q: a process that is neither piped nor fed", cfg.Command)
+	}
 	return nil
 }
 
