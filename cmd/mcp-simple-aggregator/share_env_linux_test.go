@@ -122,12 +122,14 @@ func TestFaultShareReload(t *testing.T) {
 }
 
 // One session's fault ends that session at most, never the shared process or another session:
-// a panic in the handling of its client's message (injected), a malformed message and one over
-// --max-message-size.
+// a panic in the handling of its client's message or of a server's (injected), a malformed
+// message and one over --max-message-size.
 func TestFaultShareSessionFault(t *testing.T) {
 	dir := shareDir(t)
 	tag := newTag(t)
-	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	// -full: its log tool. The entry sets the fault's variable, so that its server is the same
+	// process for every session, whatever the session's variable says.
+	path := writeConfig(t, `{"mcpServers": {"a": {"command": "$FIXTURE", "args": ["-full"], "env": {"FAULT_TAG": "`+tag+`", "MCP_SIMPLE_AGGREGATOR_FAULT_PANIC": ""}}}}`)
 	t.Setenv("MCP_SIMPLE_AGGREGATOR_FAULT_PANIC", "")
 	other := shareSession(t, path, "--max-message-size", "1048576")
 	daemons := sharedProcs(dir)
@@ -170,6 +172,27 @@ func TestFaultShareSessionFault(t *testing.T) {
 		t.Errorf("the session's stderr does not say it failed:\n%s", faulty.stderr)
 	}
 	serving("another session's panic")
+
+	// A panic in the handling of a server's message ends that session alone too: the shared
+	// process reads the server for every session that uses it, and goes on reading for the
+	// others.
+	t.Setenv("MCP_SIMPLE_AGGREGATOR_FAULT_PANIC", "notifications/message")
+	listening := shareSession(t, path)
+	listening.call("tools/list", `{}`)
+	if procs := taggedProcs(tag); len(procs) != 1 {
+		t.Fatalf("%d processes of the server, want the one every session shares", len(procs))
+	}
+	if m := other.call("tools/call", `{"name":"a:log","arguments":{}}`); m.Error != nil {
+		t.Fatalf("the other session's call that logs: %s", m.Line)
+	}
+	listening.waitExit()
+	if code := listening.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("the session whose handling of a server's message panicked exited with %d, want 1", code)
+	}
+	if !strings.Contains(listening.stderr.String(), `the session failed in the handling of server "a"'s messages: a fault injected for notifications/message`) {
+		t.Errorf("the session's stderr does not say it failed:\n%s", listening.stderr)
+	}
+	serving("another session's panic in the handling of a server's message")
 
 	bad.in.Close()
 	other.in.Close()

@@ -1,7 +1,6 @@
 package shared
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,10 +37,10 @@ type daemon struct {
 	stopOnce sync.Once
 	stoppers []net.Conn // the stop requests' connections, closed once every server has ended
 
-	hostFunc Host                  // runs a forwarder's session (host.go)
-	ctx      context.Context       // the hosted sessions'
-	logs     map[string]net.Conn   // forwarders' log connections, by session, until taken
-	hosted   map[net.Conn]net.Conn // the hosted sessions' protocol and log connections
+	hostFunc Host                     // runs a forwarder's session (host.go)
+	ctx      context.Context          // the hosted sessions'
+	logs     map[string]net.Conn      // forwarders' log connections, by session, until taken
+	hosted   map[net.Conn]hostedConns // the hosted sessions, by protocol connection
 }
 
 // startGrace is how long a shared process waits for its first session.
@@ -69,7 +67,7 @@ func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *sl
 	hostCtx, endHosted := context.WithCancel(context.WithoutCancel(ctx))
 	defer endHosted()
 	d := &daemon{socket: socket, linger: linger, log: log, ln: ln, sessions: map[net.Conn]SessionStatus{}, done: make(chan struct{}), stop: make(chan struct{}),
-		hostFunc: host, ctx: hostCtx, logs: map[string]net.Conn{}, hosted: map[net.Conn]net.Conn{}}
+		hostFunc: host, ctx: hostCtx, logs: map[string]net.Conn{}, hosted: map[net.Conn]hostedConns{}}
 	time.AfterFunc(startGrace, d.maybeExit)
 	go d.accept()
 	select {
@@ -127,27 +125,32 @@ func (d *daemon) serve(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	r := bufio.NewReaderSize(conn, 64<<10)
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	line, err := r.ReadBytes('\n')
+	line, rest, fds, err := readHello(conn)
 	_ = conn.SetReadDeadline(time.Time{})
 	var h hello
 	if err == nil {
 		err = json.Unmarshal(line, &h)
 	}
+	if err == nil && h.Kind != kindHost && len(fds) > 0 {
+		closeFDs(fds)
+		err = errors.New("descriptors with a hello that takes none")
+	}
+	if len(rest) > 0 {
+		conn = &prefixed{Conn: conn, r: io.MultiReader(bytes.NewReader(rest), conn)}
+	}
 	if err != nil || h.Protocol != protocol {
+		closeFDs(fds)
 		line, _ := json.Marshal(reply{Error: fmt.Sprintf("not a session of this build (%s)", protocol)})
 		_, _ = conn.Write(append(line, '\n'))
 		conn.Close()
 		return
 	}
 	switch h.Kind {
-	case kindAttach:
-		d.attach(conn, r, h)
 	case kindLog:
 		d.putLog(conn, h.Session)
 	case kindHost:
-		d.host(conn, r, h)
+		d.host(conn, fds, h)
 	case kindStatus:
 		line, _ := json.Marshal(d.status())
 		_, _ = conn.Write(append(line, '\n'))
@@ -166,109 +169,57 @@ func (d *daemon) serve(conn net.Conn) {
 	}
 }
 
-// attach attaches a session's server to a process that it may share, or to a new one. The
-// reply is written before the attachment takes any of the server's messages.
-func (d *daemon) attach(conn net.Conn, r *bufio.Reader, h hello) {
-	if h.Spec != nil {
-		h.seen = seenBy(child.Spec{Command: h.Spec.Command, Args: h.Spec.Args, Env: h.Spec.Env, Dir: h.Spec.Dir}, h.Spec.OwnDir)
-		h.identity = h.seen.identity()
-	}
-	d.mu.Lock()
-	p := d.find(h)
-	if q := d.undecided(h); p == nil && q != nil {
-		// A process of the same entry, started for another client, whose era is not known yet:
-		// a modern one is for every client. Its first answer says (within its start-up, which
-		// a process of this session's own would take as well).
-		d.mu.Unlock()
-		select {
-		case <-q.decided:
-		case <-time.After(decideWait):
-		}
-		d.mu.Lock()
-		p = d.find(h)
-	}
-	joined := p != nil
-	var err error
-	if p == nil && !d.closed {
-		p, err = d.spawn(h)
-		if p != nil {
-			p.apart = d.apartFrom(h, p)
-		}
-	} else if p == nil {
-		err = errors.New("the shared process is exiting")
-	}
-	if p != nil {
-		p.reserve(h.Session) // before another attachment of the session looks (find)
-	}
-	d.mu.Unlock()
-	if p == nil {
-		line, _ := json.Marshal(reply{Error: fmt.Sprintf("start %q: %v", h.Spec.Command, err)})
-		_, _ = conn.Write(append(line, '\n'))
-		conn.Close()
-		return
-	}
-	line, _ := json.Marshal(reply{PID: p.child.PID(), Joined: joined, LoginShellPath: p.child.LoginShellPath(), Apart: p.apart})
-	if _, err := conn.Write(append(line, '\n')); err != nil {
-		conn.Close()
-		p.abandon(h.Session)
-		return
-	}
-	a := p.add(conn, r, h)
-	if a == nil { // it ended meanwhile: the session sees its end
-		conn.Close()
-		return
-	}
-	if !joined && p.apart != "" {
-		d.log.Info("attached to a process of its own, beside another session's of the same entry", "server", h.Key, "pid", p.child.PID(), "why", p.apart)
-	} else {
-		d.log.Info("attached", "server", h.Key, "pid", p.child.PID(), "joined", joined)
-	}
-	p.readAttachment(a)
+// prefixed is a connection whose first bytes were read with its hello.
+type prefixed struct {
+	net.Conn
+	r io.Reader
 }
 
-// find is a running process the attachment h may share: one of the same identity that speaks
+func (c *prefixed) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// find is a running process the attachment w may share: one of the same identity that speaks
 // the modern era (each request carries its own client), or that was started for the same
 // client (a legacy server is initialized once), that a session still uses or that lingers,
-// and that h's session does not use already (two keys of one configuration with the same entry
+// and that w's session does not use already (two keys of one configuration with the same entry
 // are two servers, as they are unshared). Callers hold d.mu.
-func (d *daemon) find(h hello) *proc {
+func (d *daemon) find(w want) *proc {
 	for _, p := range d.procs {
-		if p.identity != h.identity || p.ending() || p.usedBy(h.Session) {
+		if p.identity != w.identity || p.ending() || p.usedBy(w.session) {
 			continue
 		}
-		if p.modern() || bytes.Equal(p.client, h.Client) {
+		if p.modern() || bytes.Equal(p.client, w.client) {
 			return p
 		}
 	}
 	return nil
 }
 
-// apartFrom says what kept the new process p of h from the others of the same entry (the same
+// apartFrom says what kept the new process p of w from the others of the same entry (the same
 // command and arguments) that run: what their servers see differently, or for a legacy
 // server, which is initialized once, its client. Callers hold d.mu.
-func (d *daemon) apartFrom(h hello, p *proc) string {
+func (d *daemon) apartFrom(w want, p *proc) string {
 	for _, q := range d.procs {
-		if q == p || q.ending() || q.seen.Command != h.seen.Command || !slices.Equal(q.seen.Args, h.seen.Args) {
+		if q == p || q.ending() || q.seen.Command != w.seen.Command || !slices.Equal(q.seen.Args, w.seen.Args) {
 			continue
 		}
-		if why := apart(q.seen, h.seen); why != "" {
+		if why := apart(q.seen, w.seen); why != "" {
 			return why
 		}
-		if q.identity == h.identity && q.usedBy(h.Session) {
+		if q.identity == w.identity && q.usedBy(w.session) {
 			return "" // two keys of one configuration with the same entry are two servers
 		}
-		if q.identity == h.identity && !bytes.Equal(q.client, h.Client) {
+		if q.identity == w.identity && !bytes.Equal(q.client, w.client) {
 			return "its client differs, and a server of the legacy era is initialized for one client"
 		}
 	}
 	return ""
 }
 
-// undecided is a running process of h's identity, started for another client, whose era is
+// undecided is a running process of w's identity, started for another client, whose era is
 // not known yet. Callers hold d.mu.
-func (d *daemon) undecided(h hello) *proc {
+func (d *daemon) undecided(w want) *proc {
 	for _, p := range d.procs {
-		if p.identity != h.identity || p.ending() || p.usedBy(h.Session) {
+		if p.identity != w.identity || p.ending() || p.usedBy(w.session) {
 			continue
 		}
 		select {
@@ -283,13 +234,10 @@ func (d *daemon) undecided(h hello) *proc {
 // decideWait bounds the wait for a process's era (undecided): the default start-up timeout.
 const decideWait = 30 * time.Second
 
-// spawn starts the process of h. Callers hold d.mu.
-func (d *daemon) spawn(h hello) (*proc, error) {
-	if h.Spec == nil {
-		return nil, errors.New("no command")
-	}
-	p := newProc(d, h)
-	c, err := child.Start(child.Spec{Key: h.Key, Command: h.Spec.Command, Args: h.Spec.Args, Env: h.Spec.Env, Dir: h.Spec.Dir}, stderrOf(p, h.Key))
+// spawn starts the process of w. Callers hold d.mu.
+func (d *daemon) spawn(w want) (*proc, error) {
+	p := newProc(d, w)
+	c, err := child.Start(child.Spec{Key: w.key, Command: w.spec.Command, Args: w.spec.Args, Env: w.spec.Env, Dir: w.spec.Dir}, stderrOf(p, w.key))
 	if err != nil {
 		return nil, err
 	}
@@ -333,17 +281,3 @@ func (d *daemon) status() Status {
 	}
 	return st
 }
-
-// stderrOf is where a process's stderr lines go: to every session attached to it, as control
-// lines, without the key child.Start puts before them (each session puts its own).
-func stderrOf(p *proc, key string) io.Writer {
-	prefix := "[" + key + "] "
-	return writerFunc(func(b []byte) (int, error) {
-		p.stderr(strings.TrimSuffix(strings.TrimPrefix(string(b), prefix), "\n"))
-		return len(b), nil
-	})
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

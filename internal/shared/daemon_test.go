@@ -3,7 +3,6 @@
 package shared
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // The shared process end to end, in this test process: RunDaemon on a socket of the test's,
@@ -125,9 +125,15 @@ func startDaemon(t *testing.T, linger time.Duration) *testDaemon {
 	}
 }
 
+// hostedSessions are the sessions the tests' shared processes host, by ID.
+var hostedSessions sync.Map
+
 // holdSession is the Host of the tests' shared process: a session whose forwarder's
-// connection it counts, until the connection ends.
+// connection it counts, until the connection ends, and whose Session the test attaches its
+// servers with.
 func holdSession(_ context.Context, h *Hosted) int {
+	hostedSessions.Store(h.id, h)
+	defer hostedSessions.Delete(h.id)
 	_, _ = io.Copy(io.Discard, h.In)
 	return 0
 }
@@ -137,14 +143,16 @@ func holdSession(_ context.Context, h *Hosted) int {
 type testSession struct {
 	*Session
 	conns []net.Conn
+	pipes []*os.File
 }
 
-// Close ends the session: its forwarder's connections (its attachments end with their
-// servers' processes).
+// Close ends the session: its forwarder's connections and pipes (its attachments end with
+// their servers' processes).
 func (s *testSession) Close() {
 	for _, c := range s.conns {
 		c.Close()
 	}
+	closeFiles(s.pipes)
 }
 
 // session is a session of the shared process, as a forwarder begins one and the shared
@@ -154,15 +162,32 @@ func (d *testDaemon) session(t *testing.T, config string) *testSession {
 	id := fmt.Sprintf("session-%d", sessionSeq.Add(1))
 	pl := place{dir: d.dir, socket: d.socket, lock: filepath.Join(d.dir, "s.lock"), log: filepath.Join(d.dir, "s.log")}
 	dialer := &Session{opts: Options{Linger: d.linger}, place: pl}
-	s := &testSession{Session: &Session{opts: Options{Config: config, Linger: d.linger, hosted: true}, place: pl, id: id}}
+	s := &testSession{}
 	t.Cleanup(s.Close)
+	in, out, theirs, err := sessionPipes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pipes = []*os.File{in, out}
 	for _, h := range []hello{{Protocol: protocol, Kind: kindLog, Session: id}, {Protocol: protocol, Kind: kindHost, Session: id, PID: os.Getpid(), Config: config}} {
-		conn, _, err := dialer.dial(h)
+		var files []*os.File
+		if h.Kind == kindHost {
+			files = theirs
+		}
+		conn, _, err := dialer.dial(h, files)
 		if err != nil {
 			t.Fatalf("a session's %s connection: %v", h.Kind, err)
 		}
 		s.conns = append(s.conns, conn)
 	}
+	closeFiles(theirs)
+	waitFor(t, "the session hosted", func() bool {
+		h, ok := hostedSessions.Load(id)
+		if ok {
+			s.Session = h.(*Hosted).Session(nil)
+		}
+		return ok
+	})
 	waitFor(t, "the session counted", func() bool {
 		st, _, _ := s.Status()
 		return slices.ContainsFunc(st.Sessions, func(ss SessionStatus) bool { return ss.Config == config })
@@ -201,13 +226,14 @@ type message struct {
 	line   string
 }
 
-// peer is a session's server: an attachment, read as the aggregator would.
+// peer is a session's server: an attachment, fed as the aggregator is.
 type peer struct {
 	t      *testing.T
 	name   string
 	a      *Attachment
 	w      io.Writer
 	stderr *syncBuffer
+	once   sync.Once
 
 	mu       sync.Mutex
 	pending  map[string]chan message // by ID
@@ -224,46 +250,43 @@ func attach(t *testing.T, s *testSession, name string, spec child.Spec) *peer {
 	if err != nil {
 		t.Fatalf("%s: Start: %v", name, err)
 	}
-	r, w := a.Pipes()
-	p := &peer{t: t, name: name, a: a, w: w, stderr: stderr, pending: map[string]chan message{},
+	p := &peer{t: t, name: name, a: a, w: a.Input(), stderr: stderr, pending: map[string]chan message{},
 		requests: make(chan message, 100), notes: make(chan message, 100), done: make(chan struct{})}
-	go p.read(r)
+	a.Feed(p)
 	t.Cleanup(func() { a.Stop(0) })
 	return p
 }
 
-func (p *peer) read(r io.Reader) {
-	defer close(p.done)
-	br := bufio.NewReader(r)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			var m message
-			if json.Unmarshal(line, &m) != nil {
-				m.Method = "(not JSON)"
-			}
-			m.line = string(line)
-			switch {
-			case m.Method != "" && m.ID != nil:
-				p.requests <- m
-			case m.Method != "":
-				p.notes <- m
-			default:
-				p.mu.Lock()
-				ch := p.pending[string(m.ID)]
-				delete(p.pending, string(m.ID))
-				p.mu.Unlock()
-				if ch == nil {
-					ch = p.notes
-				}
-				ch <- m
-			}
+// Message takes a message of the server's, as the aggregator's serverFeed does.
+func (p *peer) Message(msg jsonrpc.Message, _ bool) {
+	line, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		p.t.Errorf("%s: a message that does not encode: %v", p.name, err)
+		return
+	}
+	var m message
+	_ = json.Unmarshal(line, &m)
+	m.line = string(line)
+	switch {
+	case m.Method != "" && m.ID != nil:
+		p.requests <- m
+	case m.Method != "":
+		p.notes <- m
+	default:
+		p.mu.Lock()
+		ch := p.pending[string(m.ID)]
+		delete(p.pending, string(m.ID))
+		p.mu.Unlock()
+		if ch == nil {
+			ch = p.notes
 		}
-		if err != nil {
-			return
-		}
+		ch <- m
 	}
 }
+
+func (p *peer) Flush() {}
+
+func (p *peer) End() { p.once.Do(func() { close(p.done) }) }
 
 // write writes a line to the server.
 func (p *peer) write(line string) {

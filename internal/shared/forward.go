@@ -59,14 +59,14 @@ func Forward(o ForwardOptions) (int, error) {
 	}
 	f := &forwarder{o: o, sess: sess, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}, replays: map[string]bool{}}
 	f.cond = sync.NewCond(&f.mu)
-	pc, lc, err := f.connect()
+	l, err := f.connect()
 	if err != nil {
 		return 0, err
 	}
 	releaseImage()
 	go f.copyIn()
 	go f.reloads()
-	return f.serve(pc, lc), nil
+	return f.serve(l), nil
 }
 
 // reloads passes each reload asked for on to the session.
@@ -88,10 +88,10 @@ type forwarder struct {
 
 	mu        sync.Mutex
 	cond      *sync.Cond
-	conn      net.Conn // the protocol connection; nil while there is none
-	logConn   net.Conn // the log connection that goes with it
-	inputDone bool     // the client's input ended
-	ended     bool     // the session ended: nothing is sent any more
+	conn      io.WriteCloser // the pipe of the client's messages to the session; nil while there is none
+	logConn   net.Conn       // the session's log connection
+	inputDone bool           // the client's input ended
+	ended     bool           // the session ended: nothing is sent any more
 	outMu     sync.Mutex
 
 	// What the client set up, kept to set it up again in another shared process.
@@ -105,36 +105,61 @@ type forwarder struct {
 	seq         int
 }
 
-// connect makes the session's two connections to the shared process (starting it when none
-// runs): its log, then its protocol, whose hello gives the session's context.
-func (f *forwarder) connect() (pc, lc net.Conn, err error) {
+// link is a session's link to one shared process: its protocol connection (which the shared
+// process counts while the session lasts, and whose end is the shared process's), its log
+// connection, and the pipes of its messages (pipes_unix.go).
+type link struct {
+	pc, lc  net.Conn
+	in, out *os.File
+}
+
+func (l link) close() {
+	l.pc.Close()
+	l.lc.Close()
+	l.in.Close()
+	l.out.Close()
+}
+
+// connect makes the session's link to the shared process (starting it when none runs): its
+// log connection, then its protocol connection, whose hello gives the session's context and
+// carries the shared process's ends of its pipes.
+func (f *forwarder) connect() (l link, err error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	sid := hex.EncodeToString(id[:])
-	lc, _, err = f.sess.dial(hello{Protocol: protocol, Kind: kindLog, Session: sid})
+	in, out, theirs, err := sessionPipes()
 	if err != nil {
-		return nil, nil, err
+		return l, fmt.Errorf("the session's pipes: %w", err)
 	}
-	pc, _, err = f.sess.dial(hello{Protocol: protocol, Kind: kindHost, Session: sid, PID: os.Getpid(),
-		Config: f.o.Config, Args: f.o.Args, Named: f.o.Named, Env: f.o.Env, Dir: f.o.Dir})
+	defer closeFiles(theirs) // the shared process has them
+	lc, _, err := f.sess.dial(hello{Protocol: protocol, Kind: kindLog, Session: sid}, nil)
+	if err != nil {
+		in.Close()
+		out.Close()
+		return l, err
+	}
+	pc, _, err := f.sess.dial(hello{Protocol: protocol, Kind: kindHost, Session: sid, PID: os.Getpid(),
+		Config: f.o.Config, Args: f.o.Args, Named: f.o.Named, Env: f.o.Env, Dir: f.o.Dir}, theirs)
 	if err != nil {
 		lc.Close()
-		return nil, nil, err
+		in.Close()
+		out.Close()
+		return l, err
 	}
-	return pc, lc, nil
+	return link{pc: pc, lc: lc, in: in, out: out}, nil
 }
 
-// serve runs the session over pc and lc, and over the connections of the shared processes
-// after it, until the session ends; it returns the exit status.
-func (f *forwarder) serve(pc, lc net.Conn) int {
+// serve runs the session over l, and over the links to the shared processes after it, until
+// the session ends; it returns the exit status.
+func (f *forwarder) serve(l link) int {
 	quickEnds := 0 // shared processes in a row that ended within quickEnd of the session's start in them
 	for {
 		began := time.Now()
 		f.mu.Lock()
-		f.conn, f.logConn = pc, lc
+		f.conn, f.logConn = l.in, l.lc
 		f.replay()
 		if f.inputDone {
-			closeWrite(pc)
+			l.in.Close()
 		}
 		f.cond.Broadcast()
 		f.mu.Unlock()
@@ -142,19 +167,20 @@ func (f *forwarder) serve(pc, lc net.Conn) int {
 		outDone := make(chan struct{})
 		go func() {
 			defer close(outDone)
-			f.copyOut(pc)
+			f.copyOut(l.out)
 		}()
-		code, exited := f.readLog(lc)
+		code, exited := f.readLog(l.lc)
 		if exited {
 			<-outDone // the session's last answers, which the shared process wrote before its status
 			f.end()
 			return code
 		}
 
-		// The shared process ended without ending the session.
-		pc.Close()
-		lc.Close()
+		// The shared process ended without ending the session: the pipe of its messages
+		// ends with it (it closes its end when it stops; a killed process's is closed by
+		// its end).
 		<-outDone
+		l.close()
 		f.mu.Lock()
 		f.conn, f.logConn = nil, nil
 		f.failInflight()
@@ -177,7 +203,7 @@ func (f *forwarder) serve(pc, lc net.Conn) int {
 		fmt.Fprintln(f.o.Stderr, "mcp-simple-aggregator: warning: the shared process ended; the session goes on in another")
 		var err error
 		for try := 0; ; try++ {
-			if pc, lc, err = f.connect(); err == nil {
+			if l, err = f.connect(); err == nil {
 				break
 			}
 			if try == 2 {
@@ -249,7 +275,7 @@ func (f *forwarder) copyIn() {
 			f.mu.Lock()
 			f.inputDone = true
 			if f.conn != nil {
-				closeWrite(f.conn)
+				f.conn.Close() // the session sees the end of its input
 			}
 			f.mu.Unlock()
 			return
@@ -327,8 +353,8 @@ var responseHead = []byte(`{"jsonrpc":"2.0","id":`)
 
 // copyOut copies the session's messages to the client until the connection ends, retiring
 // the requests they answer, and leaving out the answers to requests sent again.
-func (f *forwarder) copyOut(pc net.Conn) {
-	r := bufio.NewReaderSize(pc, 64<<10)
+func (f *forwarder) copyOut(from io.Reader) {
+	r := bufio.NewReaderSize(from, 64<<10)
 	w := bufio.NewWriterSize(f.o.Stdout, 64<<10)
 	atStart, skip := true, false
 	for {
@@ -454,11 +480,8 @@ func (f *forwarder) replay() {
 	}
 }
 
-// closeWrite ends what is written on c, so that its reader sees the end of input.
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		return
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
 	}
-	_ = c.Close()
 }

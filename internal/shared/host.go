@@ -20,7 +20,9 @@ import (
 // and command line, and the process the client started only copies bytes. A forwarder makes
 // two connections under one session ID: its log ("log": what the session says for its
 // client's stderr, then its exit status), then its protocol ("host": the session's context in
-// the hello, then the client's messages both ways, untouched).
+// the hello, with the two pipes that carry the client's messages both ways, untouched:
+// pipes_unix.go). The protocol connection stays open while the session lasts: the shared
+// process counts it, and the forwarder sees the shared process's end by its end.
 
 // A Host runs one hosted session until its client's input ends or ctx does, and returns the
 // exit status the forwarder exits with. It is the serving command's, given to RunDaemon.
@@ -51,13 +53,19 @@ type Hosted struct {
 }
 
 // Session is the hosted session's link to the shared process's servers, whose Start is the
-// session's aggregator.Starter: it attaches each server, over the shared process's own socket,
-// to a process that it may share or that is started for it. A server without a "cwd" runs in
-// the session's directory; log hears (at debug) why a server did not share the process of
-// another session's.
+// session's aggregator.Starter: it attaches each server to a process that it may share or
+// that is started for it (attachment.go). A server without a "cwd" runs in the session's
+// directory; log hears (at debug) why a server did not share the process of another
+// session's.
 func (s *Hosted) Session(log *slog.Logger) *Session {
-	return &Session{opts: Options{Dir: s.Dir, Linger: s.d.linger, Log: log, hosted: true},
-		place: place{socket: s.d.socket}, id: s.id}
+	return &Session{opts: Options{Dir: s.Dir, Linger: s.d.linger, Log: log}, place: place{socket: s.d.socket}, id: s.id, d: s.d}
+}
+
+// hostedConns are what the shared process closes of a hosted session when it ends: its log
+// connection, and the pipe of its messages to the forwarder.
+type hostedConns struct {
+	log net.Conn
+	out *os.File
 }
 
 // logLine is a line of a hosted session's log connection: from the shared process, a write of
@@ -135,11 +143,22 @@ func (d *daemon) putLog(conn net.Conn, id string) {
 
 // host runs the session of a forwarder's protocol connection: it counts as a session while
 // it runs, and its exit status ends its log.
-func (d *daemon) host(conn net.Conn, r *bufio.Reader, h hello) {
-	logConn, err := d.takeLog(h.Session)
-	if err != nil || d.hostFunc == nil {
+func (d *daemon) host(conn net.Conn, fds []int, h hello) {
+	in, out, err := receivePipes(fds)
+	if err != nil {
 		d.log.Warn("refused a session", "pid", h.PID, "error", err)
 		conn.Close()
+		return
+	}
+	logConn, err := d.takeLog(h.Session)
+	if err == nil && d.hostFunc == nil {
+		err = errors.New("no sessions are hosted here")
+	}
+	if err != nil {
+		d.log.Warn("refused a session", "pid", h.PID, "error", err)
+		conn.Close()
+		in.Close()
+		out.Close()
 		return
 	}
 	d.mu.Lock()
@@ -147,18 +166,21 @@ func (d *daemon) host(conn net.Conn, r *bufio.Reader, h hello) {
 		d.mu.Unlock()
 		conn.Close()
 		logConn.Close()
+		in.Close()
+		out.Close()
 		return
 	}
 	d.sessions[conn] = SessionStatus{PID: h.PID, Config: h.Config}
-	d.hosted[conn] = logConn
+	d.hosted[conn] = hostedConns{log: logConn, out: out}
 	d.mu.Unlock()
 	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
 
 	lw := &logWriter{conn: logConn}
 	reloads := make(chan os.Signal, 1)
 	go readReloads(logConn, reloads)
-	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: r, Out: conn, Stderr: lw, d: d, id: h.Session}
+	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: in, Out: out, Stderr: lw, d: d, id: h.Session}
 	code := d.runHost(s)
+	out.Close() // after all the session wrote: its forwarder reads to the end, then its status
 	lw.exit(code)
 
 	d.mu.Lock()
@@ -167,6 +189,9 @@ func (d *daemon) host(conn net.Conn, r *bufio.Reader, h hello) {
 	d.mu.Unlock()
 	conn.Close()
 	logConn.Close()
+	// A read of in that is under way (a session that ended for another reason than the end of
+	// its input) ends with the forwarder, which exits on the status.
+	in.Close()
 	d.log.Info("a session ended", "pid", h.PID, "status", code)
 	d.maybeExit()
 }
@@ -207,8 +232,9 @@ func (d *daemon) runHost(s *Hosted) (code int) {
 func (d *daemon) closeHosted() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for conn, logConn := range d.hosted {
+	for conn, h := range d.hosted {
 		conn.Close()
-		logConn.Close()
+		h.log.Close()
+		h.out.Close() // the forwarder's reader of the session's messages sees their end
 	}
 }

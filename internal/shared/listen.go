@@ -32,8 +32,9 @@ const listenGrace = 2 * time.Second
 
 // sessionListen is a session's listen.
 type sessionListen struct {
-	a      *attachment
-	id     json.RawMessage // the session's ID, encoded
+	a      *Attachment
+	id     jsonrpc.ID
+	tag    json.RawMessage // its ID, encoded: what its notifications are tagged with
 	filter era.Filter
 	acked  bool
 }
@@ -49,9 +50,9 @@ type ownListen struct {
 
 // listen takes a session's subscriptions/listen for a modern server. Callers hold p.mu; it
 // unlocks it.
-func (p *proc) listen(a *attachment, m *jsonrpc.Request, id json.RawMessage) {
+func (p *proc) listen(a *Attachment, m *jsonrpc.Request) {
 	f, _ := era.ReadFilter(m.Params)
-	p.listens = append(p.listens, &sessionListen{a: a, id: id, filter: f})
+	p.listens = append(p.listens, &sessionListen{a: a, id: m.ID, tag: encodeID(m.ID), filter: f})
 	p.listenParams = m.Params
 	var send [][]byte
 	switch {
@@ -67,7 +68,9 @@ func (p *proc) listen(a *attachment, m *jsonrpc.Request, id json.RawMessage) {
 	if send != nil {
 		p.conn.Send(nil, send...)
 	}
-	sendAll(acks)
+	for _, o := range acks {
+		o.a.post(o.msg) // on the session's goroutine
+	}
 }
 
 // wanted is what the sessions' listens ask for together. Callers hold p.mu.
@@ -97,14 +100,15 @@ func (p *proc) openListen() [][]byte {
 func (p *proc) endListen() [][]byte {
 	own := p.own
 	own.ending = true
-	own.timer = time.AfterFunc(listenGrace, func() { p.listenEnded(own.did) })
+	own.timer = time.AfterFunc(listenGrace, func() { p.listenEnded(own.did, deliverNow, nil) })
 	return stdio.Cancelled(own.did, "mcp-simple-aggregator's shared process listens again with more subscriptions")
 }
 
 // listenEnded takes the end of the shared process's listen did (its answer, or the grace after
-// its cancellation): the sessions' listens are answered as it was when the server ended it,
-// else the next one opens when a session still listens. It reports whether did was the listen.
-func (p *proc) listenEnded(did string, answer ...[]byte) bool {
+// its cancellation: answer is nil): the sessions' listens are answered as it was (give hands
+// the answers over) when the server ended it, else the next one opens when a session still
+// listens. It reports whether did was the listen.
+func (p *proc) listenEnded(did string, give func(*Attachment, jsonrpc.Message), answer *jsonrpc.Response) bool {
 	p.mu.Lock()
 	own := p.own
 	if own == nil || own.did != did {
@@ -128,7 +132,7 @@ func (p *proc) listenEnded(did string, answer ...[]byte) bool {
 		p.conn.Send(nil, send...)
 	}
 	for _, l := range ended {
-		l.a.conn.Send(nil, stdio.Response(l.id, answer[0], answer[1])...)
+		give(l.a, &jsonrpc.Response{ID: l.id, Result: answer.Result, Error: answer.Error})
 	}
 	return true
 }
@@ -136,18 +140,18 @@ func (p *proc) listenEnded(did string, answer ...[]byte) bool {
 // unlisten ends a session's listen that its session cancelled, and answers it (as the go-sdk
 // answers a cancelled listen, which the session awaits before it listens again); it reports
 // whether id was one. Callers hold p.mu.
-func (p *proc) unlisten(a *attachment, id string) bool {
-	i := slices.IndexFunc(p.listens, func(l *sessionListen) bool { return l.a == a && string(l.id) == id })
+func (p *proc) unlisten(a *Attachment, id jsonrpc.ID) bool {
+	i := slices.IndexFunc(p.listens, func(l *sessionListen) bool { return l.a == a && l.id == id })
 	if i < 0 {
 		return false
 	}
 	p.listens = slices.Delete(p.listens, i, i+1)
-	go a.conn.Send(nil, stdio.Response(json.RawMessage(id), json.RawMessage(`{}`), nil)...)
+	a.post(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
 	return true
 }
 
 // dropListens forgets the listens of a session that detached. Callers hold p.mu.
-func (p *proc) dropListens(a *attachment) {
+func (p *proc) dropListens(a *Attachment) {
 	p.listens = slices.DeleteFunc(p.listens, func(l *sessionListen) bool { return l.a == a })
 }
 
@@ -166,7 +170,7 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 		p.own.agreed = &agreed
 		acks := p.acks()
 		p.mu.Unlock()
-		sendAll(acks)
+		p.handAll(acks)
 		return
 	}
 	var out []outgoing
@@ -176,11 +180,11 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 			continue // "MUST NOT send any notification on the subscription before it"
 		}
 		if l.filter.Wants(method) || method == "notifications/resources/updated" && l.filter.Covers(uri) {
-			out = append(out, outgoing{l.a, stdio.Notification(method, era.Tagged(rest, era.Tag(l.id)))})
+			out = append(out, outgoing{l.a, &jsonrpc.Request{Method: method, Params: era.Tagged(rest, era.Tag(l.tag))}})
 		}
 	}
 	p.mu.Unlock()
-	sendAll(out)
+	p.handAll(out)
 }
 
 // acks acknowledges the sessions' listens that the open listen covers, once it is
@@ -194,20 +198,24 @@ func (p *proc) acks() []outgoing {
 	for _, l := range p.listens {
 		if !l.acked && own.filter.Includes(l.filter) {
 			l.acked = true
-			out = append(out, outgoing{l.a, stdio.Notification("notifications/subscriptions/acknowledged", era.Acknowledged(l.filter.Within(*own.agreed), l.id))})
+			out = append(out, outgoing{l.a, &jsonrpc.Request{Method: "notifications/subscriptions/acknowledged", Params: era.Acknowledged(l.filter.Within(*own.agreed), l.tag)}})
 		}
 	}
 	return out
 }
 
-// outgoing is a line for a session.
+// outgoing is a message for a session.
 type outgoing struct {
-	a    *attachment
-	line [][]byte
+	a   *Attachment
+	msg jsonrpc.Message
 }
 
-func sendAll(ms []outgoing) {
+// handAll hands each its message, from readChild.
+func (p *proc) handAll(ms []outgoing) {
 	for _, m := range ms {
-		m.a.conn.Send(nil, m.line...)
+		p.hand(m.a, m.msg)
 	}
 }
+
+// deliverNow hands a a message outside readChild (a timer's).
+func deliverNow(a *Attachment, msg jsonrpc.Message) { a.deliver(msg, false) }

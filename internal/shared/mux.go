@@ -1,11 +1,9 @@
 package shared
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,22 +53,27 @@ type proc struct {
 	child    *child.Process
 	conn     *stdio.Conn
 
+	// For readChild alone: more says that the message it handles is not the last buffered
+	// (a burst), bursting the attachments handed messages during the burst (hand).
+	more     bool
+	bursting []*Attachment
+
 	mu           sync.Mutex
-	atts         []*attachment
+	atts         []*Attachment
 	users        map[string]int // the sessions attached or attaching, by ID (daemon.find)
 	keys         []string       // the keys sessions gave it
 	seq          uint64
 	calls        map[string]*relayed      // by the shared process's ID
 	byOrigin     map[originKey]string     // the shared process's ID of a session's request
 	tokens       map[string]tokenOwner    // by token key of the shared process's token
-	asked        map[string]*attachment   // the session a server's request went to, by its ID
-	subs         map[string][]*attachment // the sessions subscribed to each resource
-	levels       map[*attachment]int      // the log level each session asked for
-	tasks        map[string]*attachment   // the session that created each task
+	asked        map[string]*Attachment   // the session a server's request went to, by its ID
+	subs         map[string][]*Attachment // the sessions subscribed to each resource
+	levels       map[*Attachment]int      // the log level each session asked for
+	tasks        map[string]*Attachment   // the session that created each task
 	askers       map[string]bool          // the requests known or suspected to ask (turns.go)
 	suspects     map[string]bool          // those only suspected
 	questions    uint64                   // the server's requests for input so far
-	asking       map[*attachment]int      // each session's requests of those at the server
+	asking       map[*Attachment]int      // each session's requests of those at the server
 	queue        []*queued                // such requests waiting for their session's turn
 	listens      []*sessionListen         // a modern server's: the sessions' listens (listen.go)
 	own          *ownListen               // and the shared process's own at the server
@@ -89,18 +92,10 @@ type proc struct {
 	exitDesc     string
 }
 
-// attachment is one session's use of a shared process (daemon side).
-type attachment struct {
-	conn    *stdio.Conn
-	raw     net.Conn
-	key     string
-	session string // the session's ID
-}
-
 // relayed is a session's request at the server.
 type relayed struct {
-	a         *attachment
-	id        json.RawMessage // the session's ID, encoded
+	a         *Attachment
+	id        jsonrpc.ID // the session's ID
 	method    string
 	token     string // the token key of the shared process's token; "" for none
 	record    bool   // the first initialize: its answer is recorded
@@ -111,26 +106,30 @@ type relayed struct {
 }
 
 type originKey struct {
-	a  *attachment
-	id string // the session's ID, encoded
+	a  *Attachment
+	id jsonrpc.ID // the session's ID
 }
 
 type tokenOwner struct {
-	a     *attachment
+	a     *Attachment
 	token json.RawMessage // the session's own token, as written
 }
 
-type recorded struct{ result, errObj json.RawMessage }
-
-type waiting struct {
-	a  *attachment
-	id json.RawMessage
+// recorded is the server's answer to the first initialize.
+type recorded struct {
+	result json.RawMessage
+	err    error
 }
 
-func newProc(d *daemon, h hello) *proc {
-	return &proc{d: d, identity: h.identity, seen: h.seen, client: h.Client, command: h.Spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
-		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*attachment{},
-		subs: map[string][]*attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*attachment]int{}, levels: map[*attachment]int{}, tasks: map[string]*attachment{}}
+type waiting struct {
+	a  *Attachment
+	id jsonrpc.ID
+}
+
+func newProc(d *daemon, w want) *proc {
+	return &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
+		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*Attachment{},
+		subs: map[string][]*Attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}, levels: map[*Attachment]int{}, tasks: map[string]*Attachment{}}
 }
 
 // start begins reading the child's output.
@@ -140,24 +139,24 @@ func (p *proc) start(c *child.Process) {
 	go p.readChild()
 }
 
-// add attaches a session; nil when the process has ended meanwhile.
-func (p *proc) add(raw net.Conn, r *bufio.Reader, h hello) *attachment {
+// add serves a session's attachment, which reserved the process; when the process has ended
+// meanwhile it reports false, with how.
+func (p *proc) add(a *Attachment) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exited {
-		return nil
+		return p.exitDesc, false
 	}
-	a := &attachment{conn: stdio.New(r, raw, nil), raw: raw, key: h.Key, session: h.Session}
 	p.atts = append(p.atts, a)
-	if !slices.Contains(p.keys, h.Key) {
-		p.keys = append(p.keys, h.Key)
+	if !slices.Contains(p.keys, a.key) {
+		p.keys = append(p.keys, a.key)
 	}
 	if p.linger != nil {
 		p.linger.Stop()
 		p.linger = nil
 		p.lingerGen++ // a linger whose timer fired already stops nothing
 	}
-	return a
+	return "", true
 }
 
 // usedBy reports whether the session is attached to the process, or attaching.
@@ -201,39 +200,29 @@ func (p *proc) modern() bool {
 	return p.eraKnown && p.eraSeen == era.Modern
 }
 
-// readAttachment takes what a session sends the server until it detaches.
-func (p *proc) readAttachment(a *attachment) {
-	for {
-		msg, err := a.conn.Read()
-		var bad *stdio.BadLineError
-		if errors.As(err, &bad) {
-			var c control
-			if json.Unmarshal(bad.Line, &c) == nil && c.Control == "kill" {
-				p.d.log.Info("a session found the server hung: stopping it for every session", "server", a.key, "pid", p.child.PID())
-				go p.child.Stop(2 * time.Second)
-			}
-			continue
-		}
-		if err != nil {
-			p.detach(a, true)
-			return
-		}
-		switch m := msg.(type) {
-		case *jsonrpc.Response:
-			p.clientAnswer(a, m)
-		case *jsonrpc.Request:
-			if m.IsCall() {
-				p.request(a, m)
-			} else {
-				p.clientNotification(a, m)
-			}
+// fromSession takes a line the session a wrote for the server, as it is written (on the
+// session's goroutine). A line that is not a message is dropped, as a server would drop it:
+// the session wrote it.
+func (p *proc) fromSession(a *Attachment, line []byte) {
+	msg, err := stdio.Decode(line)
+	if err != nil {
+		p.d.log.Debug("dropped a line of a session's that is not a message", "server", a.key, "error", err)
+		return
+	}
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		p.clientAnswer(a, m)
+	case *jsonrpc.Request:
+		if m.IsCall() {
+			p.request(a, m)
+		} else {
+			p.clientNotification(a, m)
 		}
 	}
 }
 
 // request takes a session's request for the server.
-func (p *proc) request(a *attachment, m *jsonrpc.Request) {
-	id := encodeID(m.ID)
+func (p *proc) request(a *Attachment, m *jsonrpc.Request) {
 	p.mu.Lock()
 	switch m.Method {
 	case "initialize":
@@ -241,52 +230,52 @@ func (p *proc) request(a *attachment, m *jsonrpc.Request) {
 		case p.init != nil:
 			rec := *p.init
 			p.mu.Unlock()
-			a.conn.Send(nil, stdio.Response(id, rec.result, rec.errObj)...)
+			a.post(&jsonrpc.Response{ID: m.ID, Result: rec.result, Error: rec.err})
 			return
 		case p.hasRecording():
-			p.initWait = append(p.initWait, &waiting{a, id})
+			p.initWait = append(p.initWait, &waiting{a, m.ID})
 			p.mu.Unlock()
 			return
 		}
-		p.relay(a, m, id, true)
+		p.relay(a, m, true)
 		return
 	case "server/discover":
 		if p.eraKnown && p.eraSeen == era.Legacy {
 			p.mu.Unlock()
-			a.conn.Send(nil, stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeMethodNotFound), nil, "Method not found"))...)
+			a.post(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
 			return
 		}
 	case "logging/setLevel":
 		p.levels[a] = era.LogRank(stringParam(m.Params, "level"))
 		if p.setLevel() {
-			p.relay(a, m, id, false)
+			p.relay(a, m, false)
 			return
 		}
 		p.mu.Unlock()
-		a.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
+		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)})
 		return
 	case "subscriptions/listen":
 		if p.eraKnown && p.eraSeen == era.Modern {
-			p.listen(a, m, id)
+			p.listen(a, m)
 			return
 		}
 	case "resources/subscribe", "resources/unsubscribe":
 		uri := stringParam(m.Params, "uri")
 		first := p.subscribe(a, uri, m.Method == "resources/subscribe")
 		if first {
-			p.relay(a, m, id, false)
+			p.relay(a, m, false)
 			return
 		}
 		p.mu.Unlock()
-		a.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
+		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)})
 		return
 	}
 	if p.waits(a, m) {
-		p.queue = append(p.queue, &queued{a: a, m: m, id: id})
+		p.queue = append(p.queue, &queued{a: a, m: m})
 		p.mu.Unlock()
 		return
 	}
-	p.relay(a, m, id, false)
+	p.relay(a, m, false)
 }
 
 // hasRecording reports whether the first initialize is at the server. Callers hold p.mu.
@@ -301,10 +290,10 @@ func (p *proc) hasRecording() bool {
 
 // relay sends a session's request to the server under an ID of the shared process's, with a
 // progress token of its own; it unlocks p.mu.
-func (p *proc) relay(a *attachment, m *jsonrpc.Request, id json.RawMessage, record bool) {
+func (p *proc) relay(a *Attachment, m *jsonrpc.Request, record bool) {
 	p.seq++
 	did := "s-" + strconv.FormatUint(p.seq, 10)
-	c := &relayed{a: a, id: id, method: m.Method, record: record, seq: p.seq}
+	c := &relayed{a: a, id: m.ID, method: m.Method, record: record, seq: p.seq}
 	params := m.Params
 	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
 		if ts, te, ok := rawjson.Member(params[ms:me], "progressToken"); ok {
@@ -315,14 +304,14 @@ func (p *proc) relay(a *attachment, m *jsonrpc.Request, id json.RawMessage, reco
 		}
 	}
 	p.calls[did] = c
-	p.byOrigin[originKey{a, string(id)}] = did
+	p.byOrigin[originKey{a, m.ID}] = did
 	p.began(c, params)
 	p.mu.Unlock()
 	p.conn.Send(nil, stdio.Request(did, m.Method, params)...)
 }
 
 // clientNotification takes a session's notification for the server.
-func (p *proc) clientNotification(a *attachment, m *jsonrpc.Request) {
+func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request) {
 	switch m.Method {
 	case "notifications/initialized":
 		p.mu.Lock()
@@ -341,16 +330,15 @@ func (p *proc) clientNotification(a *attachment, m *jsonrpc.Request) {
 		// NOT send a response for the cancelled request"), and one that comes is dropped. A
 		// request still waiting for its turn is never sent.
 		p.mu.Lock()
-		key := string(encodeID(id))
-		if p.unlisten(a, key) {
+		if p.unlisten(a, id) {
 			p.mu.Unlock()
 			return
 		}
-		did, found := p.byOrigin[originKey{a, key}]
+		did, found := p.byOrigin[originKey{a, id}]
 		if found {
 			p.forget(did, p.calls[did])
 		} else {
-			p.unqueue(a, key)
+			p.unqueue(a, id)
 		}
 		next := p.next()
 		p.mu.Unlock()
@@ -364,7 +352,7 @@ func (p *proc) clientNotification(a *attachment, m *jsonrpc.Request) {
 }
 
 // clientAnswer passes a session's answer to a request of the server's.
-func (p *proc) clientAnswer(a *attachment, m *jsonrpc.Response) {
+func (p *proc) clientAnswer(a *Attachment, m *jsonrpc.Response) {
 	key := string(encodeID(m.ID))
 	p.mu.Lock()
 	if p.asked[key] != a {
@@ -376,7 +364,10 @@ func (p *proc) clientAnswer(a *attachment, m *jsonrpc.Response) {
 	p.conn.Send(nil, stdio.Response(json.RawMessage(key), m.Result, encodeError(m.Error))...)
 }
 
-// readChild takes what the server writes, until its output ends.
+// readChild takes what the server writes, until its output ends, and hands each session its
+// own. While more of the server's messages are buffered, what the sessions write to their
+// clients for them is held, and written once none is (stdio.Burst), as an unshared session's
+// reader of the server does.
 func (p *proc) readChild() {
 	for {
 		msg, err := p.conn.Read()
@@ -385,8 +376,11 @@ func (p *proc) readChild() {
 			continue // the sessions' aggregators would drop it too; it never reaches them
 		}
 		if err != nil {
+			p.more = false
+			p.flush()
 			break
 		}
+		p.more = p.conn.More()
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
 			p.answer(m)
@@ -396,6 +390,9 @@ func (p *proc) readChild() {
 			} else {
 				p.serverNotification(m)
 			}
+		}
+		if !p.more {
+			p.flush()
 		}
 	}
 	desc := "closed its standard output"
@@ -411,11 +408,29 @@ func (p *proc) readChild() {
 	p.exit(desc)
 }
 
+// hand gives a the message msg of the server's, from readChild: in its burst while more of the
+// server's messages are buffered.
+func (p *proc) hand(a *Attachment, msg jsonrpc.Message) {
+	if p.more && !slices.Contains(p.bursting, a) {
+		p.bursting = append(p.bursting, a)
+	}
+	a.deliver(msg, p.more)
+}
+
+// flush ends the burst of every attachment handed a message during readChild's burst.
+func (p *proc) flush() {
+	for i, a := range p.bursting {
+		a.flush()
+		p.bursting[i] = nil
+	}
+	p.bursting = p.bursting[:0]
+}
+
 // answer passes the server's answer to the session whose request it is.
 func (p *proc) answer(m *jsonrpc.Response) {
 	did, _ := m.ID.Raw().(string)
-	result, errObj := m.Result, encodeError(m.Error)
-	if p.listenEnded(did, result, errObj) {
+	result := m.Result
+	if p.listenEnded(did, p.hand, &jsonrpc.Response{Result: result, Error: m.Error}) {
 		return
 	}
 	p.mu.Lock()
@@ -431,27 +446,27 @@ func (p *proc) answer(m *jsonrpc.Response) {
 	}
 	switch {
 	case c.record:
-		p.init = &recorded{result, errObj}
+		p.init = &recorded{result, m.Error}
 		waiters, p.initWait = p.initWait, nil
-		if errObj == nil && !p.eraKnown {
+		if m.Error == nil && !p.eraKnown {
 			p.eraSeen, p.eraKnown = era.Legacy, true
 		}
-	case c.method == "server/discover" && errObj == nil && !p.eraKnown:
+	case c.method == "server/discover" && m.Error == nil && !p.eraKnown:
 		if _, why := era.ReadDiscover(result); why == "" {
 			p.eraSeen, p.eraKnown = era.Modern, true
 		}
 	}
-	if errObj == nil && c.method == "tools/call" {
+	if m.Error == nil && c.method == "tools/call" {
 		if id := era.TaskID(result); id != "" {
 			p.tasks[id] = c.a
 		}
 	}
 	next := p.next()
 	p.mu.Unlock()
-	c.a.conn.Send(nil, stdio.Response(c.id, result, errObj)...)
+	p.hand(c.a, &jsonrpc.Response{ID: c.id, Result: result, Error: m.Error})
 	p.sendAll(next)
 	for _, w := range waiters {
-		w.a.conn.Send(nil, stdio.Response(w.id, result, errObj)...)
+		p.hand(w.a, &jsonrpc.Response{ID: w.id, Result: result, Error: m.Error})
 	}
 }
 
@@ -459,8 +474,8 @@ func (p *proc) answer(m *jsonrpc.Response) {
 func (p *proc) forget(did string, c *relayed) {
 	delete(p.calls, did)
 	p.ended(c)
-	if p.byOrigin[originKey{c.a, string(c.id)}] == did {
-		delete(p.byOrigin, originKey{c.a, string(c.id)})
+	if p.byOrigin[originKey{c.a, c.id}] == did {
+		delete(p.byOrigin, originKey{c.a, c.id})
 	}
 	if c.token != "" {
 		delete(p.tokens, c.token)
@@ -492,12 +507,12 @@ func (p *proc) serverRequest(m *jsonrpc.Request) {
 		p.conn.Send(nil, stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: "+why+"; the request came through mcp-simple-aggregator's shared process"))...)
 		return
 	}
-	to.conn.Send(nil, stdio.RequestRaw(id, m.Method, m.Params)...)
+	p.hand(to, &jsonrpc.Request{ID: m.ID, Method: m.Method, Params: m.Params})
 }
 
 // route picks the session a server's request goes to (serverRequest), or says why none.
 // Callers hold p.mu.
-func (p *proc) route(params json.RawMessage) (*attachment, string) {
+func (p *proc) route(params json.RawMessage) (*Attachment, string) {
 	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
 		if ts, te, ok := rawjson.Member(params[ms:me], metaRelatedTask); ok {
 			task, _ := rawjson.StringMember(params[ms+ts:ms+te], "taskId")
@@ -523,20 +538,20 @@ const metaRelatedTask = "io.modelcontextprotocol/related-task"
 func (p *proc) serverNotification(m *jsonrpc.Request) {
 	params := m.Params
 	p.mu.Lock()
-	var to []*attachment
+	var to []*Attachment
 	switch {
 	case m.Method == "notifications/progress":
 		if ts, te, ok := rawjson.Member(params, "progressToken"); ok {
 			if o, ok := p.tokens[string(params[ts:te])]; ok {
 				params = rawjson.Replace(params, ts, te, o.token)
-				to = []*attachment{o.a}
+				to = []*Attachment{o.a}
 			}
 		}
 	case m.Method == "notifications/cancelled":
 		if id, _, ok := stdio.ParseCancel(params); ok {
 			if a := p.asked[string(encodeID(id))]; a != nil {
 				delete(p.asked, string(encodeID(id)))
-				to = []*attachment{a}
+				to = []*Attachment{a}
 			}
 		}
 	case hasTag(params):
@@ -558,14 +573,14 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 		}
 	case m.Method == "notifications/tasks/status":
 		if a := p.tasks[stringParam(params, "taskId")]; a != nil {
-			to = []*attachment{a}
+			to = []*Attachment{a}
 		}
 	default: // list changes, and what else it announces: every session has the server
 		to = slices.Clone(p.atts)
 	}
 	p.mu.Unlock()
 	for _, a := range to {
-		a.conn.Send(nil, stdio.Notification(m.Method, params)...)
+		p.hand(a, &jsonrpc.Request{Method: m.Method, Params: params})
 	}
 }
 
@@ -587,7 +602,7 @@ func (p *proc) setLevel() bool {
 
 // subscribe notes a session's (un)subscription of uri; it reports whether the server is to be
 // asked (the first subscription, the last unsubscription). Callers hold p.mu.
-func (p *proc) subscribe(a *attachment, uri string, on bool) bool {
+func (p *proc) subscribe(a *Attachment, uri string, on bool) bool {
 	cur := p.subs[uri]
 	had := slices.Contains(cur, a)
 	switch {
@@ -595,7 +610,7 @@ func (p *proc) subscribe(a *attachment, uri string, on bool) bool {
 		p.subs[uri] = append(cur, a)
 		return len(cur) == 0
 	case !on && had:
-		p.subs[uri] = slices.DeleteFunc(cur, func(x *attachment) bool { return x == a })
+		p.subs[uri] = slices.DeleteFunc(cur, func(x *Attachment) bool { return x == a })
 		if len(p.subs[uri]) == 0 {
 			delete(p.subs, uri)
 			return true
@@ -607,7 +622,7 @@ func (p *proc) subscribe(a *attachment, uri string, on bool) bool {
 // detach ends a session's use of the process: its requests are cancelled at the server, the
 // server's requests to it answered with an error, its subscriptions and level released; the
 // process is kept for the linger when no session is left.
-func (p *proc) detach(a *attachment, closeConn bool) {
+func (p *proc) detach(a *Attachment) {
 	p.mu.Lock()
 	i := slices.Index(p.atts, a)
 	if i < 0 {
@@ -653,9 +668,6 @@ func (p *proc) detach(a *attachment, closeConn bool) {
 		p.startLinger()
 	}
 	p.mu.Unlock()
-	if closeConn {
-		a.raw.Close()
-	}
 	for _, did := range cancels {
 		p.conn.Send(nil, stdio.Cancelled(did, "the session that asked ended")...)
 	}
@@ -713,28 +725,24 @@ func (p *proc) exit(desc string) {
 		p.linger.Stop()
 	}
 	p.mu.Unlock()
-	line, _ := json.Marshal(control{Control: "exit", Description: desc})
 	for _, a := range atts {
-		// After what is queued for it (Send keeps the order); the session hangs up once it has
-		// read it, else the connection is closed after exitGrace.
-		a.conn.Send(nil, line, []byte("\n"))
-		time.AfterFunc(exitGrace, func() { a.raw.Close() })
+		// After all it handed the session (readChild is over); the session's writes fail
+		// from now on, as to a process that ended.
+		a.detached()
+		a.exit(desc)
+		a.end()
 	}
 	p.conn.Close()
 	p.d.gone(p)
 }
 
-// exitGrace is how long a session has to read a process's exit and hang up.
-const exitGrace = 5 * time.Second
-
 // stderr passes a stderr line of the server's to every session attached.
 func (p *proc) stderr(line string) {
-	data, _ := json.Marshal(control{Control: "stderr", Line: line})
 	p.mu.Lock()
 	atts := slices.Clone(p.atts)
 	p.mu.Unlock()
 	for _, a := range atts {
-		a.conn.Send(nil, data, []byte("\n"))
+		a.stderrLine(line)
 	}
 }
 

@@ -21,3 +21,11 @@ func sameUser(net.Conn) error        { return errUnsupported }
 func detached() *syscall.SysProcAttr { return nil }
 func lockFile(*os.File) error        { return errUnsupported }
 func private(string) error           { return errUnsupported }
+
+func sessionPipes() (in, out *os.File, theirs []*os.File, err error) {
+	return nil, nil, nil, errUnsupported
+}
+func sendHello(net.Conn, []byte, []*os.File) error      { return errUnsupported }
+func readHello(net.Conn) ([]byte, []byte, []int, error) { return nil, nil, nil, errUnsupported }
+func receivePipes([]int) (in, out *os.File, err error)  { return nil, nil, errUnsupported }
+func closeFDs([]int)                                    {}

@@ -2,7 +2,6 @@ package shared
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,15 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"sync"
 	"time"
-
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 )
 
-// The session's side: a Starter whose servers are attachments to processes the shared process
-// runs, which it starts when none runs.
+// A session's link to the shared process: found where the place says, or started.
 
 // Options configure a session.
 type Options struct {
@@ -40,17 +34,15 @@ type Options struct {
 	// Dir is the session's working directory, where a server without "cwd" runs; "" is this
 	// process's.
 	Dir string
-	// hosted is a session the shared process hosts (Hosted.Session), which its forwarder's
-	// connection counts as a session: the place is the shared process's own socket, and
-	// nothing starts another.
-	hosted bool
 }
 
-// Session is one session's link to the shared process of its build.
+// Session is one session's link to the shared process of its build: a forwarder's, or that of
+// a session the shared process hosts (Hosted.Session), whose servers it attaches (Start).
 type Session struct {
 	opts  Options
 	place place
 	id    string
+	d     *daemon // the shared process, for a hosted session
 }
 
 // Join prepares a session to share the servers of the shared process of this build: the place
@@ -71,89 +63,21 @@ func Join(opts Options) (*Session, error) {
 // Socket is the shared process's socket.
 func (s *Session) Socket() string { return s.place.socket }
 
-// Start attaches to the process of spec for a server of this session, which the shared process
-// starts when none runs that this session may share: one whose entry is the same (command,
-// arguments, the env the entry adds, the directory) and, for a legacy server, which was
-// initialized with client. It is an aggregator.Starter.
-func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer) (*Attachment, error) {
-	ownDir := sp.Dir != ""
-	if !ownDir {
-		sp.Dir = s.opts.Dir // the session's own: the shared process runs elsewhere
-	}
-	if sp.Dir == "" {
-		dir, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("the working directory: %w", err)
-		}
-		sp.Dir = dir
-	}
-	h := hello{Protocol: protocol, Kind: kindAttach, Session: s.id, Key: sp.Key,
-		Spec:   &spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir, OwnDir: ownDir},
-		Client: client, Linger: s.opts.Linger}
-	conn, r, rep, err := s.attach(h)
-	if err != nil {
-		return nil, err
-	}
-	if rep.Apart != "" && s.opts.Log != nil {
-		s.opts.Log.Debug("the server does not share the process of another session's", "server", sp.Key, "pid", rep.PID, "why", rep.Apart)
-	}
-	return newAttachment(conn, r, rep, sp.Key, stderr), nil
-}
-
-// newAttachment is the session's side of an attachment whose hello was answered with rep.
-func newAttachment(conn net.Conn, r *bufio.Reader, rep reply, key string, stderr io.Writer) *Attachment {
-	a := &Attachment{conn: conn, pid: rep.PID, login: rep.LoginShellPath, exited: make(chan struct{}), stderr: stderr, prefix: "[" + key + "] "}
-	a.out = &controlReader{r: r, conn: conn, on: a.control, eof: a.ended}
-	return a
-}
-
-// errUnanswered is a shared process that closed a connection without a reply.
-var errUnanswered = errors.New("closed the connection unanswered")
-
-// attach sends an attachment's hello, and reads the reply.
-func (s *Session) attach(h hello) (net.Conn, *bufio.Reader, reply, error) {
-	var rep reply
-	conn, r, err := s.dial(h)
-	if err != nil {
-		return nil, nil, rep, err
-	}
-	rep, err = readReply(conn, r)
-	if err != nil {
-		return nil, nil, rep, err
-	}
-	return conn, r, rep, nil
-}
-
-// readReply reads the shared process's reply to an attachment's hello; the connection is
-// closed when it is an error.
-func readReply(conn net.Conn, r *bufio.Reader) (reply, error) {
-	var rep reply
-	line, err := r.ReadBytes('\n')
-	if err == io.EOF && len(line) == 0 {
-		err = errUnanswered
-	}
-	if err == nil {
-		err = json.Unmarshal(line, &rep)
-	}
-	if err != nil {
-		conn.Close()
-		return rep, fmt.Errorf("the shared process did not answer: %w", err)
-	}
-	if rep.Error != "" {
-		conn.Close()
-		return rep, errors.New(rep.Error)
-	}
-	return rep, nil
-}
-
-// dial connects to the shared process, starting it when none answers, and sends h.
-func (s *Session) dial(h hello) (net.Conn, *bufio.Reader, error) {
+// dial connects to the shared process, starting it when none answers, and sends h, with
+// files when there are any.
+func (s *Session) dial(h hello, files []*os.File) (net.Conn, *bufio.Reader, error) {
 	conn, err := s.connect()
 	if err != nil {
 		return nil, nil, err
 	}
 	line, _ := json.Marshal(h)
-	if _, err := conn.Write(append(line, '\n')); err != nil {
+	line = append(line, '\n')
+	if len(files) > 0 {
+		err = sendHello(conn, line, files)
+	} else {
+		_, err = conn.Write(line)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("the shared process %s: %w", s.place.socket, err)
 	}
@@ -163,9 +87,6 @@ func (s *Session) dial(h hello) (net.Conn, *bufio.Reader, error) {
 // connect connects to the shared process of this build, and starts it when none runs: one
 // session at a time (the place's lock), so that two sessions starting together start one.
 func (s *Session) connect() (net.Conn, error) {
-	if s.opts.hosted {
-		return s.connectTo() // the shared process's own socket: it runs
-	}
 	if err := private(s.place.dir); err != nil { // again: it is checked on every use
 		return nil, err
 	}
@@ -326,147 +247,4 @@ func stopAt(socket string) (st Status, ok bool, err error) {
 		return st, true, fmt.Errorf("the shared process %d did not stop its servers within %v: %w", st.PID, StopWait, err)
 	}
 	return st, true, nil
-}
-
-// Attachment is a server of the session: its process is the shared process's. It is an
-// aggregator.Process.
-type Attachment struct {
-	conn   net.Conn
-	out    *controlReader
-	pid    int
-	login  string
-	stderr io.Writer
-	prefix string
-
-	mu     sync.Mutex
-	desc   string
-	tail   []string
-	exited chan struct{}
-	once   sync.Once
-}
-
-// PID is the process's ID (in the shared process's namespace, as /proc shows it).
-func (a *Attachment) PID() int { return a.pid }
-
-// Pipes are the server's messages, both ways.
-func (a *Attachment) Pipes() (io.ReadCloser, io.WriteCloser) { return a.out, a.conn }
-
-// Exited is closed once the process has exited, or the shared process ended.
-func (a *Attachment) Exited() <-chan struct{} { return a.exited }
-
-// ExitDescription says how it ended.
-func (a *Attachment) ExitDescription() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.desc
-}
-
-// Tail is its last stderr lines.
-func (a *Attachment) Tail() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.tail)
-}
-
-// LoginShellPath is the login shell's PATH when its command was found there.
-func (a *Attachment) LoginShellPath() string { return a.login }
-
-// Stop ends the session's use of the process: the shared process keeps it for its other
-// sessions, or for the linger.
-func (a *Attachment) Stop(time.Duration) {
-	a.conn.Close()
-	a.ended()
-}
-
-// Kill asks the shared process to stop the process for every session (its health probes
-// failed: it is hung for all), and ends the session's use of it.
-func (a *Attachment) Kill() {
-	// Ended first: the process's exit, which the shared process may say before the
-	// connection is closed, is this session's doing.
-	a.ended()
-	line, _ := json.Marshal(control{Control: "kill"})
-	_, _ = a.conn.Write(append(line, '\n'))
-	a.Stop(0)
-}
-
-// control takes a control line of the shared process's.
-func (a *Attachment) control(c control) {
-	switch c.Control {
-	case "stderr":
-		a.mu.Lock()
-		a.tail = append(a.tail, c.Line)
-		if len(a.tail) > child.TailLines {
-			a.tail = a.tail[1:]
-		}
-		a.mu.Unlock()
-		_, _ = io.WriteString(a.stderr, a.prefix+c.Line+"\n")
-	case "exit":
-		a.exit(c.Description)
-	}
-}
-
-// ended notes the end of the attachment without an exit of the process's: the shared process
-// ended, or the session stopped using it.
-func (a *Attachment) ended() { a.exit("ended with the shared process that ran it") }
-
-func (a *Attachment) exit(desc string) {
-	a.once.Do(func() {
-		a.mu.Lock()
-		a.desc = desc
-		a.mu.Unlock()
-		close(a.exited)
-	})
-}
-
-// controlReader is an attachment's reader of the server's messages: it takes the control lines
-// out (on), in place, without a copy or a goroutine of its own.
-type controlReader struct {
-	r       *bufio.Reader
-	conn    net.Conn
-	on      func(control)
-	eof     func()
-	midLine bool // the last byte given was not a newline
-}
-
-func (c *controlReader) Read(p []byte) (int, error) {
-	for {
-		if !c.midLine {
-			// At the start of a line: a control line is taken out whole. Every line is longer
-			// than the prefix (the shortest JSON-RPC message is), so waiting for as many bytes
-			// waits for nothing that is not coming.
-			head, err := c.r.Peek(len(controlPrefix))
-			if err == nil && bytes.Equal(head, []byte(controlPrefix)) {
-				line, err := c.r.ReadBytes('\n')
-				var ctl control
-				if json.Unmarshal(line, &ctl) == nil {
-					c.on(ctl)
-				}
-				if err != nil {
-					c.eof()
-					return 0, err
-				}
-				continue
-			}
-		}
-		if _, err := c.r.Peek(1); err != nil {
-			c.eof()
-			return 0, err
-		}
-		// Up to the next newline only, so that the next line's start is looked at.
-		buf, _ := c.r.Peek(c.r.Buffered())
-		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-			buf = buf[:i+1]
-		}
-		n := copy(p, buf)
-		_, _ = c.r.Discard(n)
-		if n > 0 { // a read of nothing leaves it where it was
-			c.midLine = p[n-1] != '\n'
-		}
-		return n, nil
-	}
-}
-
-func (c *controlReader) Close() error {
-	c.eof()
-	return c.conn.Close()
 }

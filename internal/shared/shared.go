@@ -24,7 +24,6 @@
 package shared
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -36,10 +35,9 @@ const protocol = "mcp-simple-aggregator/shared/1"
 // restarts its session finds it still there.
 const DefaultLinger = 5 * time.Minute
 
-// Connection kinds: one server's attachment, a status query (check), a request to stop (the
-// stop command), and a forwarder's two (host.go).
+// Connection kinds: a status query (check), a request to stop (the stop command), and a
+// forwarder's two (host.go).
 const (
-	kindAttach = "attach"
 	kindStatus = "status"
 	kindStop   = "stop"
 	kindLog    = "log"  // a forwarder's log connection (host.go)
@@ -64,52 +62,12 @@ type hello struct {
 	Named string   `json:"named,omitempty"`
 	Env   []string `json:"env,omitempty"`
 	Dir   string   `json:"dir,omitempty"`
-
-	// An attachment: the server key (for messages), what to run, and the initialize the
-	// session's servers are told.
-	Key    string          `json:"key,omitempty"`
-	Spec   *spec           `json:"spec,omitempty"`
-	Client json.RawMessage `json:"client,omitempty"`
-	Linger time.Duration   `json:"linger,omitempty"`
-
-	// What the attachment's server would see, and its key: the shared process's own, from
-	// Spec (daemon.attach), which decides what is shared (identity.go).
-	seen     seen
-	identity string
 }
 
-// spec is what to run: a child.Spec, with the session's environment and directory (the
-// entry's "cwd" when OwnDir, else the session's).
-type spec struct {
-	Command string   `json:"command"`
-	Args    []string `json:"args"`
-	Env     []string `json:"env"`
-	Dir     string   `json:"dir"`
-	OwnDir  bool     `json:"ownDir,omitempty"`
-}
-
-// reply is the shared process's answer to an attachment's hello.
+// reply is the shared process's answer to a connection it refuses.
 type reply struct {
-	Error          string `json:"error,omitempty"`
-	PID            int    `json:"pid,omitempty"`
-	Joined         bool   `json:"joined,omitempty"` // the process ran already, for another session
-	LoginShellPath string `json:"loginShellPath,omitempty"`
-	// Apart says why a process was started for the attachment, where another session's
-	// process of the same entry runs (identity.go's apart).
-	Apart string `json:"apart,omitempty"`
+	Error string `json:"error,omitempty"`
 }
-
-// control is a line of the shared process's own on an attachment, between the server's
-// messages: one of its stderr lines, or its exit (the last line). Its first member sets it apart
-// from every JSON-RPC message, which the shared process writes itself.
-type control struct {
-	Control     string `json:"mcp-simple-aggregator"` // "stderr" or "exit"
-	Line        string `json:"line,omitempty"`
-	Description string `json:"description,omitempty"`
-}
-
-// controlPrefix starts every control line.
-const controlPrefix = `{"mcp-simple-aggregator":`
 
 // Status is what a shared process says of itself (check).
 type Status struct {

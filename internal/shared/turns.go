@@ -30,9 +30,8 @@ import (
 
 // queued is a request waiting for its session's turn.
 type queued struct {
-	a  *attachment
-	m  *jsonrpc.Request
-	id json.RawMessage // the session's ID, encoded
+	a *Attachment
+	m *jsonrpc.Request
 }
 
 // askKey is what a request is known to ask by: its method and tool or prompt name; "" for a
@@ -46,7 +45,7 @@ func askKey(method string, params json.RawMessage) string {
 }
 
 // waits reports whether a's request m waits for a's turn. Callers hold p.mu.
-func (p *proc) waits(a *attachment, m *jsonrpc.Request) bool {
+func (p *proc) waits(a *Attachment, m *jsonrpc.Request) bool {
 	if !p.askers[askKey(m.Method, m.Params)] {
 		return false
 	}
@@ -90,7 +89,7 @@ func (p *proc) ended(c *relayed) {
 // are in flight, else the one whose input requests are; nil when none are (the request is
 // asked outside any), and why when it cannot be told. The requests in flight it may serve are
 // known to ask from then on. Callers hold p.mu.
-func (p *proc) asker() (*attachment, string) {
+func (p *proc) asker() (*Attachment, string) {
 	if p.eraSeen == era.Modern {
 		return nil, "" // it asks in its answers
 	}
@@ -107,7 +106,7 @@ func (p *proc) asker() (*attachment, string) {
 	if len(from) == 0 {
 		from = any
 	}
-	sessions := map[*attachment]bool{}
+	sessions := map[*Attachment]bool{}
 	for _, c := range from {
 		sessions[c.a] = true
 		switch {
@@ -162,14 +161,14 @@ func (p *proc) sendAll(qs []*queued) {
 		if p.asking[q.a]--; p.asking[q.a] <= 0 { // relay counts it again
 			delete(p.asking, q.a)
 		}
-		p.relay(q.a, q.m, q.id, false)
+		p.relay(q.a, q.m, false)
 	}
 }
 
 // unqueue takes a cancelled request out of the queue. Callers hold p.mu.
-func (p *proc) unqueue(a *attachment, id string) {
+func (p *proc) unqueue(a *Attachment, id jsonrpc.ID) {
 	for i, q := range p.queue {
-		if q.a == a && string(q.id) == id {
+		if q.a == a && q.m.ID == id {
 			p.queue = append(p.queue[:i], p.queue[i+1:]...)
 			return
 		}

@@ -1,0 +1,358 @@
+package shared
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// An attachment is one hosted session's use of a shared server process, with no pipe or
+// socket between them: the session's aggregator writes the server's messages to it
+// (Input), and the process's multiplexer (mux.go) takes each line as it is written, on the
+// session's goroutine; what the server writes for the session is handed to the session's
+// aggregator (Feed) by the one goroutine that reads the server for every session. A call
+// crosses the shared process on two goroutines, as it crosses an unshared aggregator: the one
+// that reads the client and the one that reads the server.
+
+// Attachment is a server of a hosted session: to the session's aggregator, the server's
+// process (an aggregator.Process that is Fed); to the process's multiplexer, one of the
+// sessions it serves.
+type Attachment struct {
+	p       *proc
+	key     string
+	session string // the session's ID
+	pid     int
+	login   string
+	stderr  io.Writer
+	prefix  string
+	in      input
+
+	// rmu makes the session take one message at a time; recv is its aggregator's, from
+	// Feed; ended says End was given (nothing more is).
+	rmu   sync.Mutex
+	recv  stdio.Receiver
+	ended bool
+
+	mu      sync.Mutex
+	added   bool // the multiplexer serves it (Feed), until detached
+	stopped bool // the session stopped using it (Stop)
+	desc    string
+	tail    []string
+	exited  chan struct{}
+	once    sync.Once
+}
+
+// want is what a session's server asks the shared process for: a process of its identity,
+// which it may share, or a new one.
+type want struct {
+	session, key string
+	spec         spec
+	client       json.RawMessage // the initialize the session's servers are told
+	seen         seen            // what its server would see (identity.go)
+	identity     string
+}
+
+// spec is what to run: a child.Spec, with the session's environment and directory (the
+// entry's "cwd" when OwnDir, else the session's).
+type spec struct {
+	Command string
+	Args    []string
+	Env     []string
+	Dir     string
+	OwnDir  bool
+}
+
+// Start attaches a server of the session to the process of sp, which the shared process starts
+// when none runs that this session may share: one whose entry is the same (command,
+// arguments, the env the entry adds, the directory) and, for a legacy server, which was
+// initialized with client. It is the session's aggregator.Starter.
+func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer) (*Attachment, error) {
+	ownDir := sp.Dir != ""
+	if !ownDir {
+		sp.Dir = s.opts.Dir // the session's own: the shared process runs elsewhere
+	}
+	if sp.Dir == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("the working directory: %w", err)
+		}
+		sp.Dir = dir
+	}
+	w := want{session: s.id, key: sp.Key, client: client,
+		spec: spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir, OwnDir: ownDir}}
+	w.seen = seenBy(child.Spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir}, ownDir)
+	w.identity = w.seen.identity()
+	p, joined, err := s.d.attach(w)
+	if err != nil {
+		return nil, err
+	}
+	if p.apart != "" && !joined && s.opts.Log != nil {
+		s.opts.Log.Debug("the server does not share the process of another session's", "server", sp.Key, "pid", p.child.PID(), "why", p.apart)
+	}
+	a := &Attachment{p: p, key: sp.Key, session: s.id, pid: p.child.PID(), login: p.child.LoginShellPath(),
+		stderr: stderr, prefix: "[" + sp.Key + "] ", exited: make(chan struct{})}
+	a.in = input{a: a, to: func(line []byte) { p.fromSession(a, line) }}
+	return a, nil
+}
+
+// attach finds the process a session's server may share, or starts one, and reserves it for
+// the session (Feed adds the attachment, Stop before it releases it); joined says it ran
+// already.
+func (d *daemon) attach(w want) (p *proc, joined bool, err error) {
+	d.mu.Lock()
+	p = d.find(w)
+	if q := d.undecided(w); p == nil && q != nil {
+		// A process of the same entry, started for another client, whose era is not known yet:
+		// a modern one is for every client. Its first answer says (within its start-up, which
+		// a process of this session's own would take as well).
+		d.mu.Unlock()
+		select {
+		case <-q.decided:
+		case <-time.After(decideWait):
+		}
+		d.mu.Lock()
+		p = d.find(w)
+	}
+	joined = p != nil
+	switch {
+	case p == nil && !d.closed:
+		p, err = d.spawn(w)
+		if p != nil {
+			p.apart = d.apartFrom(w, p)
+		}
+	case p == nil:
+		err = errors.New("the shared process is exiting")
+	}
+	if p != nil {
+		p.reserve(w.session) // before another attachment of the session looks (find)
+	}
+	d.mu.Unlock()
+	if p == nil {
+		return nil, false, fmt.Errorf("start %q: %v", w.spec.Command, err)
+	}
+	if !joined && p.apart != "" {
+		d.log.Info("attached to a process of its own, beside another session's of the same entry", "server", w.key, "pid", p.child.PID(), "why", p.apart)
+	} else {
+		d.log.Info("attached", "server", w.key, "pid", p.child.PID(), "joined", joined)
+	}
+	return p, joined, nil
+}
+
+// PID is the process's ID.
+func (a *Attachment) PID() int { return a.pid }
+
+// Input is where the session writes the server's messages: each line is taken by the
+// multiplexer as it is written.
+func (a *Attachment) Input() io.WriteCloser { return &a.in }
+
+// Feed begins handing the session the server's messages for it: from now on the multiplexer
+// serves it. A process that ended meanwhile is seen to have ended.
+func (a *Attachment) Feed(r stdio.Receiver) {
+	a.rmu.Lock()
+	a.recv = r
+	a.rmu.Unlock()
+	a.mu.Lock()
+	stopped := a.stopped
+	a.mu.Unlock()
+	if stopped {
+		a.end()
+		return
+	}
+	if desc, ok := a.p.add(a); !ok {
+		a.exit(desc)
+		a.end()
+		return
+	}
+	a.mu.Lock()
+	a.added = true
+	a.mu.Unlock()
+}
+
+// deliver hands the session a message of the server's; more says another message of the
+// server's follows at once (the multiplexer then calls flush).
+func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
+	a.rmu.Lock()
+	defer a.rmu.Unlock()
+	if a.recv != nil && !a.ended {
+		a.recv.Message(msg, more)
+	}
+}
+
+// post hands the session a message of the multiplexer's own, made on a goroutine of the
+// session's (an answer to what it wrote): from a goroutine of its own, so that the session's
+// write does not become its reading.
+func (a *Attachment) post(msg jsonrpc.Message) { go a.deliver(msg, false) }
+
+// flush ends the burst of messages delivered with more.
+func (a *Attachment) flush() {
+	a.rmu.Lock()
+	defer a.rmu.Unlock()
+	if a.recv != nil && !a.ended {
+		a.recv.Flush()
+	}
+}
+
+// end tells the session that no message of the server's follows.
+func (a *Attachment) end() {
+	a.rmu.Lock()
+	defer a.rmu.Unlock()
+	if a.recv != nil && !a.ended {
+		a.ended = true
+		a.recv.End()
+	}
+}
+
+// Exited is closed once the process has exited, or the session stopped using it.
+func (a *Attachment) Exited() <-chan struct{} { return a.exited }
+
+// ExitDescription says how it ended.
+func (a *Attachment) ExitDescription() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.desc
+}
+
+// Tail is its last stderr lines.
+func (a *Attachment) Tail() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.tail)
+}
+
+// LoginShellPath is the login shell's PATH when its command was found there.
+func (a *Attachment) LoginShellPath() string { return a.login }
+
+// Stop ends the session's use of the process: the shared process keeps it for its other
+// sessions, or for the linger.
+func (a *Attachment) Stop(time.Duration) {
+	a.mu.Lock()
+	added, stopped := a.added, a.stopped
+	a.stopped, a.added = true, false
+	a.mu.Unlock()
+	switch {
+	case added:
+		a.p.detach(a)
+	case !stopped:
+		a.p.abandon(a.session) // reserved, never fed
+	}
+	a.exit("ended with the shared process that ran it")
+	a.end()
+}
+
+// Kill stops the process for every session (its health probes failed: it is hung for all),
+// and ends the session's use of it.
+func (a *Attachment) Kill() {
+	// Ended first: the process's exit, which follows, is this session's doing.
+	a.exit("ended with the shared process that ran it")
+	a.p.d.log.Info("a session found the server hung: stopping it for every session", "server", a.key, "pid", a.pid)
+	go a.p.child.Stop(2 * time.Second)
+	a.Stop(0)
+}
+
+// stderrLine takes a stderr line of the process's, for the session's stderr and Tail.
+func (a *Attachment) stderrLine(line string) {
+	a.mu.Lock()
+	a.tail = append(a.tail, line)
+	if len(a.tail) > child.TailLines {
+		a.tail = a.tail[1:]
+	}
+	a.mu.Unlock()
+	_, _ = io.WriteString(a.stderr, a.prefix+line+"\n")
+}
+
+// detached notes that the multiplexer serves the attachment no more (its process ended): the
+// session's writes fail from now on.
+func (a *Attachment) detached() {
+	a.mu.Lock()
+	a.added = false
+	a.mu.Unlock()
+}
+
+// exit notes the end of the process, or of the session's use of it (the first said counts).
+func (a *Attachment) exit(desc string) {
+	a.once.Do(func() {
+		a.mu.Lock()
+		a.desc = desc
+		a.mu.Unlock()
+		close(a.exited)
+	})
+}
+
+// input is an attachment's input: the session's lines, handed to the multiplexer as they are
+// written. The session's connection writes to it one write at a time (stdio.Conn), a large
+// message in several.
+type input struct {
+	a    *Attachment
+	to   func(line []byte) // the multiplexer's (proc.fromSession)
+	part []byte            // the beginning of a line whose end is to come
+}
+
+// WritesInline marks the input as a stdio.InlineWriter: the session's Send writes to it at
+// once, never from a background writer.
+func (in *input) WritesInline() {}
+
+func (in *input) Write(b []byte) (int, error) {
+	a := in.a
+	a.mu.Lock()
+	gone := !a.added
+	a.mu.Unlock()
+	if gone {
+		return 0, fmt.Errorf("write to %s: %w", a.key, io.ErrClosedPipe)
+	}
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			in.part = append(in.part, b...)
+			break
+		}
+		line := b[:i]
+		whole := len(in.part) > 0
+		if whole {
+			line = append(in.part, line...)
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			in.to(line)
+		}
+		if whole {
+			in.part = in.part[:0]
+			if cap(in.part) > 1<<20 {
+				in.part = nil // a large message's: not kept for the small ones
+			}
+		}
+		b = b[i+1:]
+	}
+	return n, nil
+}
+
+// Close ends the session's use of the process, as Stop does.
+func (in *input) Close() error {
+	in.a.Stop(0)
+	return nil
+}
+
+// stderrOf is where a process's stderr lines go: to every session attached to it, without the
+// key child.Start puts before them (each session puts its own).
+func stderrOf(p *proc, key string) io.Writer {
+	prefix := "[" + key + "] "
+	return writerFunc(func(b []byte) (int, error) {
+		p.stderr(strings.TrimSuffix(strings.TrimPrefix(string(b), prefix), "\n"))
+		return len(b), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

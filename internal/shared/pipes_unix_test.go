@@ -1,0 +1,133 @@
+//go:build unix
+
+package shared
+
+import (
+	"io"
+	"net"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// socketPair is a connected pair of Unix sockets, as the forwarder's protocol connection is.
+func socketPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "socket")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return conn(fds[0]), conn(fds[1])
+}
+
+// A session's pipes go with its hello: the shared process gets its two ends, which its
+// servers' processes do not inherit, reads the client's messages in blocking mode and writes
+// the session's without waiting; what was sent after the hello's line is kept.
+func TestHelloCarriesPipes(t *testing.T) {
+	fwd, shared := socketPair(t)
+	in, out, theirs, err := sessionPipes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	defer out.Close()
+	if err := sendHello(fwd, []byte("{\"hello\":1}\nafter"), theirs); err != nil {
+		t.Fatal(err)
+	}
+	closeFiles(theirs)
+
+	line, rest, fds, err := readHello(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(line) != "{\"hello\":1}\n" || string(rest) != "after" || len(fds) != 2 {
+		t.Fatalf("line %q, rest %q, %d descriptors", line, rest, len(fds))
+	}
+	for _, fd := range fds {
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("descriptor %d is inherited by the processes the shared process starts (flags %#x, %v)", fd, flags, err)
+		}
+	}
+	sin, sout, err := receivePipes(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sin.Close()
+	defer sout.Close()
+	nonBlocking := func(f *os.File) bool { // without Fd, which may change the mode
+		rc, err := f.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var flags int
+		if err := rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil {
+			t.Fatal(err)
+		}
+		return flags&unix.O_NONBLOCK != 0
+	}
+	if !nonBlocking(sout) {
+		t.Error("the session's write end is in blocking mode: its writes would wait for the forwarder")
+	}
+	if nonBlocking(sin) {
+		t.Error("the session's read end is non-blocking: it would be read through the poller")
+	}
+
+	// The client's messages, both ways.
+	if _, err := in.Write([]byte("to the session\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := sin.Read(buf); err != nil || string(buf[:n]) != "to the session\n" {
+		t.Fatalf("the session read %q, %v", buf[:n], err)
+	}
+	if _, err := sout.Write([]byte("to the client\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := out.Read(buf); err != nil || string(buf[:n]) != "to the client\n" {
+		t.Fatalf("the forwarder read %q, %v", buf[:n], err)
+	}
+
+	// The end of either side is seen by the other.
+	in.Close()
+	if n, err := sin.Read(buf); err != io.EOF {
+		t.Errorf("after the forwarder's end, the session read %q, %v", buf[:n], err)
+	}
+	sout.Close()
+	if n, err := out.Read(buf); err != io.EOF {
+		t.Errorf("after the session's end, the forwarder read %q, %v", buf[:n], err)
+	}
+}
+
+// A hello that carries more descriptors than a session's two is refused, and they are closed.
+func TestHelloRefusesOtherDescriptors(t *testing.T) {
+	if _, _, err := receivePipes(nil); err == nil {
+		t.Error("a session without pipes was taken")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	fd, err := unix.Dup(int(r.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := receivePipes([]int{fd}); err == nil {
+		t.Error("a session with one descriptor was taken")
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+		t.Error("the descriptor of a refused hello is still open")
+	}
+}
