@@ -14,7 +14,8 @@
 //	fromclient.go  what arrives from the client: the dispatcher, the session
 //	sdk.go         the go-sdk's part: the client's handshake
 //	toclient.go    what goes to the client: answers, notifications, the servers' requests
-//	fromserver.go  what arrives from a server: the dispatcher
+//	fromserver.go  what arrives from a server: the dispatcher, read from a child's stdout
+//	               (readServer) or handed over by a shared process's reader (serverFeed)
 //	handlers.go    the client's requests: routed by name, URI or task, fanned out, listed
 //	toserver.go    what goes to a server: the one path of every request to one, the client's
 //	               and the aggregator's own, into the table; what waits before it is written;

@@ -5,7 +5,9 @@
 // shared process hosts the session (host.go: the serving command, run by the program's Host
 // with the client's context, so that the session reads its own configuration, names the tools,
 // keeps its client's era, filters and state, as unshared) and runs the servers' processes,
-// which the sessions' aggregators attach to (session.go's Start, daemon.go). A server process
+// which the sessions' aggregators attach to in the shared process's own memory (attachment.go:
+// what a session writes is taken as it is written, and the one reader of each server hands
+// each session its own messages). A server process
 // is shared by the sessions whose servers would see the same command, arguments, environment
 // and working directory (identity.go) and, for a server of the legacy era, which is
 // initialized once, whose clients would send it the same initialize. Each process's
