@@ -64,8 +64,8 @@ type Options struct {
 	// that the peer does not take at once is left to the background writer. It is for a hosted
 	// session's client, which the shared process's readers of servers write to on the session's
 	// behalf: one client that does not read must not hold up the sessions that share its
-	// servers. Close then waits for the background writer to finish (for neverWaitClose at
-	// most).
+	// servers. Close then waits for the background writer to finish, for neverWaitClose at
+	// most, and closes the writer, which ends a write that waits still.
 	NeverWait bool
 }
 
@@ -88,8 +88,8 @@ type Conn struct {
 	qmu      sync.Mutex
 	queue    []queued
 	flushers int
-	flushing sync.WaitGroup // the background writers (NeverWait: Close waits for them)
-	held     heldWrites     // during a burst of Options.HeldBy (burst.go)
+	idle     chan struct{} // closed when flushers comes back to 0, for a Close that waits (NeverWait)
+	held     heldWrites    // during a burst of Options.HeldBy (burst.go)
 	// inBurst says that Read began a burst of Options.Burst that it has not ended; read by
 	// the reader only.
 	inBurst bool
@@ -134,26 +134,45 @@ func New(r io.Reader, w io.Writer, opts *Options) *Conn {
 }
 
 // neverWaitClose bounds the wait of Close, with Options.NeverWait, for what was sent to be
-// written.
-const neverWaitClose = 5 * time.Second
+// written (a variable for the tests).
+var neverWaitClose = 5 * time.Second
 
 // Close closes the reader and the writer. It may be called more than once.
 func (c *Conn) Close() error {
 	if c.opts.NeverWait {
-		// What was sent is written first, for as long as a peer that reads needs.
-		written := make(chan struct{})
-		go func() {
-			c.flushing.Wait()
-			close(written)
-		}()
-		select {
-		case <-written:
-		case <-time.After(neverWaitClose):
-		}
+		return c.closeNeverWait()
 	}
 	c.closeMu.Do(func() { close(c.closed) })
 	c.wmu.Lock() // not in the middle of a write
 	defer c.wmu.Unlock()
+	return c.closeBoth()
+}
+
+// closeNeverWait is Close with Options.NeverWait: what was sent is written first, for
+// neverWaitClose at most; then the writer is closed, which ends a background write that waits
+// for a peer that does not read.
+func (c *Conn) closeNeverWait() error {
+	c.qmu.Lock()
+	var idle chan struct{}
+	if c.flushers > 0 {
+		if c.idle == nil {
+			c.idle = make(chan struct{})
+		}
+		idle = c.idle
+	}
+	c.qmu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-time.After(neverWaitClose):
+		}
+	}
+	c.closeMu.Do(func() { close(c.closed) })
+	return c.closeBoth()
+}
+
+// closeBoth closes the writer and the reader.
+func (c *Conn) closeBoth() error {
 	var err error
 	if c.wc != nil {
 		err = c.wc.Close()

@@ -14,8 +14,9 @@ import (
 // between a child's pipe and its reader.
 
 // An InlineWriter takes every write at once without waiting for anyone: a peer in this
-// process that handles each line as it is written. Send writes to it inline, never from a
-// background writer.
+// process that handles each line as it is written. Send writes to it on the caller's
+// goroutine, as it writes to a non-blocking pipe that takes the message at once: a message
+// over 64 KiB, or one that finds a write queued before it, goes through the background writer.
 type InlineWriter interface {
 	io.Writer
 	// WritesInline marks the writer; it does nothing.

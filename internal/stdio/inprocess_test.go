@@ -156,3 +156,33 @@ func TestDecode(t *testing.T) {
 		t.Fatal("a line that is not a message decoded")
 	}
 }
+
+// With NeverWait, Close does not wait long for a peer that never reads: after neverWaitClose
+// it closes the writer, which ends the background write: the message is reported as failed.
+func TestNeverWaitCloseUnread(t *testing.T) {
+	defer func(d time.Duration) { neverWaitClose = d }(neverWaitClose)
+	neverWaitClose = 100 * time.Millisecond
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := New(nil, w, &Options{NeverWait: true})
+	failed := make(chan error, 1)
+	c.Send(func(err error) { failed <- err }, []byte(strings.Repeat("x", 1<<20)+"\n"))
+	closed := make(chan error)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits for a peer that does not read")
+	}
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Error("the unwritten message's failure has no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message the peer never read was not reported as failed")
+	}
+}

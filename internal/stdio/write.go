@@ -227,7 +227,6 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		start := c.flushers == 0 && len(c.queue) > 0
 		if start {
 			c.flushers++
-			c.flushing.Add(1)
 		}
 		c.qmu.Unlock()
 		if start {
@@ -277,7 +276,6 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		c.qmu.Lock()
 		c.queue = append([]queued{{[][]byte{rest}, fail, held.ids}}, c.queue...)
 		c.flushers++
-		c.flushing.Add(1)
 		c.qmu.Unlock()
 		go c.flush(true)
 	default:
@@ -318,9 +316,12 @@ func (c *Conn) flush(locked bool) {
 		c.qmu.Lock()
 		if len(c.queue) == 0 {
 			c.flushers--
+			if c.flushers == 0 && c.idle != nil {
+				close(c.idle) // a Close waits for it
+				c.idle = nil
+			}
 			c.qmu.Unlock()
 			c.wmu.Unlock()
-			c.flushing.Done()
 			return
 		}
 		q := c.queue[0]
