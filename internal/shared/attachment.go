@@ -45,13 +45,27 @@ type Attachment struct {
 	recv  stdio.Receiver
 	ended bool
 
-	mu      sync.Mutex
-	added   bool // the multiplexer serves it (Feed), until detached
-	stopped bool // the session stopped using it (Stop)
-	desc    string
-	tail    []string
-	exited  chan struct{}
-	once    sync.Once
+	// Guarded by p.mu: served says the multiplexer serves it (from Feed until it is detached
+	// or the process ends), stopped that the session stopped using it.
+	served, stopped bool
+
+	// The multiplexer's own answers to what the session wrote, in order (post).
+	postMu  sync.Mutex
+	posts   []posted
+	posting bool
+
+	mu     sync.Mutex
+	desc   string
+	tail   []string
+	exited chan struct{}
+	once   sync.Once
+}
+
+// posted is a message of the multiplexer's own for the session; before, when set, is done
+// just before it is handed over, with the session's messages held back meanwhile.
+type posted struct {
+	msg    jsonrpc.Message
+	before func()
 }
 
 // want is what a session's server asks the shared process for: a process of its identity,
@@ -163,21 +177,10 @@ func (a *Attachment) Feed(r stdio.Receiver) {
 	a.rmu.Lock()
 	a.recv = r
 	a.rmu.Unlock()
-	a.mu.Lock()
-	stopped := a.stopped
-	a.mu.Unlock()
-	if stopped {
-		a.end()
-		return
-	}
 	if desc, ok := a.p.add(a); !ok {
 		a.exit(desc)
 		a.end()
-		return
 	}
-	a.mu.Lock()
-	a.added = true
-	a.mu.Unlock()
 }
 
 // deliver hands the session a message of the server's; more says another message of the
@@ -192,8 +195,42 @@ func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
 
 // post hands the session a message of the multiplexer's own, made on a goroutine of the
 // session's (an answer to what it wrote): from a goroutine of its own, so that the session's
-// write does not become its reading.
-func (a *Attachment) post(msg jsonrpc.Message) { go a.deliver(msg, false) }
+// write does not become its reading, in the order they were posted. before, when not nil, is
+// done just before the message is handed over, while no message of the server's is.
+func (a *Attachment) post(msg jsonrpc.Message, before func()) {
+	a.postMu.Lock()
+	a.posts = append(a.posts, posted{msg, before})
+	start := !a.posting
+	a.posting = true
+	a.postMu.Unlock()
+	if start {
+		go a.handPosts()
+	}
+}
+
+// handPosts hands the session what was posted, until nothing is left.
+func (a *Attachment) handPosts() {
+	for {
+		a.postMu.Lock()
+		if len(a.posts) == 0 {
+			a.posting = false
+			a.postMu.Unlock()
+			return
+		}
+		p := a.posts[0]
+		a.posts[0] = posted{}
+		a.posts = a.posts[1:]
+		a.postMu.Unlock()
+		a.rmu.Lock()
+		if p.before != nil {
+			p.before()
+		}
+		if a.recv != nil && !a.ended {
+			a.recv.Message(p.msg, false)
+		}
+		a.rmu.Unlock()
+	}
+}
 
 // flush ends the burst of messages delivered with more.
 func (a *Attachment) flush() {
@@ -237,16 +274,7 @@ func (a *Attachment) LoginShellPath() string { return a.login }
 // Stop ends the session's use of the process: the shared process keeps it for its other
 // sessions, or for the linger.
 func (a *Attachment) Stop(time.Duration) {
-	a.mu.Lock()
-	added, stopped := a.added, a.stopped
-	a.stopped, a.added = true, false
-	a.mu.Unlock()
-	switch {
-	case added:
-		a.p.detach(a)
-	case !stopped:
-		a.p.abandon(a.session) // reserved, never fed
-	}
+	a.p.stop(a)
 	a.exit("ended with the shared process that ran it")
 	a.end()
 }
@@ -272,14 +300,6 @@ func (a *Attachment) stderrLine(line string) {
 	_, _ = io.WriteString(a.stderr, a.prefix+line+"\n")
 }
 
-// detached notes that the multiplexer serves the attachment no more (its process ended): the
-// session's writes fail from now on.
-func (a *Attachment) detached() {
-	a.mu.Lock()
-	a.added = false
-	a.mu.Unlock()
-}
-
 // exit notes the end of the process, or of the session's use of it (the first said counts).
 func (a *Attachment) exit(desc string) {
 	a.once.Do(func() {
@@ -299,16 +319,13 @@ type input struct {
 	part []byte            // the beginning of a line whose end is to come
 }
 
-// WritesInline marks the input as a stdio.InlineWriter: the session's Send writes to it at
-// once, never from a background writer.
+// WritesInline marks the input as a stdio.InlineWriter: the session's Send writes to it on the
+// sender's goroutine.
 func (in *input) WritesInline() {}
 
 func (in *input) Write(b []byte) (int, error) {
 	a := in.a
-	a.mu.Lock()
-	gone := !a.added
-	a.mu.Unlock()
-	if gone {
+	if !a.p.serves(a) {
 		return 0, fmt.Errorf("write to %s: %w", a.key, io.ErrClosedPipe)
 	}
 	n := len(b)

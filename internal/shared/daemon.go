@@ -134,6 +134,7 @@ func (d *daemon) serve(conn net.Conn) {
 	}
 	if err == nil && h.Kind != kindHost && len(fds) > 0 {
 		closeFDs(fds)
+		fds = nil
 		err = errors.New("descriptors with a hello that takes none")
 	}
 	if len(rest) > 0 {

@@ -36,7 +36,8 @@ type sessionListen struct {
 	id     jsonrpc.ID
 	tag    json.RawMessage // its ID, encoded: what its notifications are tagged with
 	filter era.Filter
-	acked  bool
+	acking bool // its acknowledgement is made (acks)
+	acked  bool // and handed to its session: notifications follow it
 }
 
 // ownListen is the shared process's listen at the server.
@@ -69,7 +70,13 @@ func (p *proc) listen(a *Attachment, m *jsonrpc.Request) {
 		p.conn.Send(nil, send...)
 	}
 	for _, o := range acks {
-		o.a.post(o.msg) // on the session's goroutine
+		// Made on the session's goroutine: posted, and acked as it is handed over, so that no
+		// notification of the listen reaches the session before it.
+		o.a.post(o.msg, func() {
+			p.mu.Lock()
+			o.l.acked = true
+			p.mu.Unlock()
+		})
 	}
 }
 
@@ -146,7 +153,7 @@ func (p *proc) unlisten(a *Attachment, id jsonrpc.ID) bool {
 		return false
 	}
 	p.listens = slices.Delete(p.listens, i, i+1)
-	a.post(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+	a.post(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)}, nil)
 	return true
 }
 
@@ -169,6 +176,9 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 		agreed, _ := era.ReadFilter(rest)
 		p.own.agreed = &agreed
 		acks := p.acks()
+		for _, o := range acks {
+			o.l.acked = true // handed over below, before anything else this reader reads
+		}
 		p.mu.Unlock()
 		p.handAll(acks)
 		return
@@ -180,7 +190,7 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 			continue // "MUST NOT send any notification on the subscription before it"
 		}
 		if l.filter.Wants(method) || method == "notifications/resources/updated" && l.filter.Covers(uri) {
-			out = append(out, outgoing{l.a, &jsonrpc.Request{Method: method, Params: era.Tagged(rest, era.Tag(l.tag))}})
+			out = append(out, outgoing{a: l.a, msg: &jsonrpc.Request{Method: method, Params: era.Tagged(rest, era.Tag(l.tag))}})
 		}
 	}
 	p.mu.Unlock()
@@ -188,7 +198,8 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 }
 
 // acks acknowledges the sessions' listens that the open listen covers, once it is
-// acknowledged: each with what of its filter was agreed to. Callers hold p.mu.
+// acknowledged: each with what of its filter was agreed to. The caller sets each listen's acked
+// as its acknowledgement is handed over. Callers hold p.mu.
 func (p *proc) acks() []outgoing {
 	own := p.own
 	if own == nil || own.ending || own.agreed == nil {
@@ -196,17 +207,18 @@ func (p *proc) acks() []outgoing {
 	}
 	var out []outgoing
 	for _, l := range p.listens {
-		if !l.acked && own.filter.Includes(l.filter) {
-			l.acked = true
-			out = append(out, outgoing{l.a, &jsonrpc.Request{Method: "notifications/subscriptions/acknowledged", Params: era.Acknowledged(l.filter.Within(*own.agreed), l.tag)}})
+		if !l.acking && own.filter.Includes(l.filter) {
+			l.acking = true
+			out = append(out, outgoing{a: l.a, l: l, msg: &jsonrpc.Request{Method: "notifications/subscriptions/acknowledged", Params: era.Acknowledged(l.filter.Within(*own.agreed), l.tag)}})
 		}
 	}
 	return out
 }
 
-// outgoing is a message for a session.
+// outgoing is a message for a session; l is the listen it acknowledges, if it does.
 type outgoing struct {
 	a   *Attachment
+	l   *sessionListen
 	msg jsonrpc.Message
 }
 

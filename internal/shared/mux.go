@@ -140,13 +140,17 @@ func (p *proc) start(c *child.Process) {
 }
 
 // add serves a session's attachment, which reserved the process; when the process has ended
-// meanwhile it reports false, with how.
+// meanwhile, or the session stopped using it, it reports false, with how.
 func (p *proc) add(a *Attachment) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.exited {
+	switch {
+	case a.stopped:
+		return "ended with the shared process that ran it", false
+	case p.exited:
 		return p.exitDesc, false
 	}
+	a.served = true
 	p.atts = append(p.atts, a)
 	if !slices.Contains(p.keys, a.key) {
 		p.keys = append(p.keys, a.key)
@@ -157,6 +161,28 @@ func (p *proc) add(a *Attachment) (string, bool) {
 		p.lingerGen++ // a linger whose timer fired already stops nothing
 	}
 	return "", true
+}
+
+// serves reports whether the multiplexer serves a: what the session writes is taken.
+func (p *proc) serves(a *Attachment) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return a.served
+}
+
+// stop ends a session's use of the process once: a served attachment is detached, one that
+// reserved the process and was never served releases its reservation.
+func (p *proc) stop(a *Attachment) {
+	p.mu.Lock()
+	first, served := !a.stopped, a.served
+	a.stopped = true
+	p.mu.Unlock()
+	switch {
+	case served:
+		p.detach(a)
+	case first:
+		p.abandon(a.session)
+	}
 }
 
 // usedBy reports whether the session is attached to the process, or attaching.
@@ -221,16 +247,21 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 	}
 }
 
-// request takes a session's request for the server.
+// request takes a session's request for the server; one written as the session was detached
+// is dropped (detach released what the session had set up).
 func (p *proc) request(a *Attachment, m *jsonrpc.Request) {
 	p.mu.Lock()
+	if !a.served {
+		p.mu.Unlock()
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		switch {
 		case p.init != nil:
 			rec := *p.init
 			p.mu.Unlock()
-			a.post(&jsonrpc.Response{ID: m.ID, Result: rec.result, Error: rec.err})
+			a.post(&jsonrpc.Response{ID: m.ID, Result: rec.result, Error: rec.err}, nil)
 			return
 		case p.hasRecording():
 			p.initWait = append(p.initWait, &waiting{a, m.ID})
@@ -242,7 +273,7 @@ func (p *proc) request(a *Attachment, m *jsonrpc.Request) {
 	case "server/discover":
 		if p.eraKnown && p.eraSeen == era.Legacy {
 			p.mu.Unlock()
-			a.post(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
+			a.post(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}}, nil)
 			return
 		}
 	case "logging/setLevel":
@@ -252,7 +283,7 @@ func (p *proc) request(a *Attachment, m *jsonrpc.Request) {
 			return
 		}
 		p.mu.Unlock()
-		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)})
+		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)}, nil)
 		return
 	case "subscriptions/listen":
 		if p.eraKnown && p.eraSeen == era.Modern {
@@ -267,7 +298,7 @@ func (p *proc) request(a *Attachment, m *jsonrpc.Request) {
 			return
 		}
 		p.mu.Unlock()
-		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)})
+		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)}, nil)
 		return
 	}
 	if p.waits(a, m) {
@@ -629,6 +660,7 @@ func (p *proc) detach(a *Attachment) {
 		p.mu.Unlock()
 		return
 	}
+	a.served = false
 	p.atts = slices.Delete(p.atts, i, i+1)
 	if p.users[a.session]--; p.users[a.session] <= 0 {
 		delete(p.users, a.session)
@@ -721,14 +753,16 @@ func (p *proc) exit(desc string) {
 	p.decide.Do(func() { close(p.decided) })
 	atts := p.atts
 	p.atts = nil
+	for _, a := range atts {
+		a.served = false
+	}
 	if p.linger != nil {
 		p.linger.Stop()
 	}
 	p.mu.Unlock()
 	for _, a := range atts {
 		// After all it handed the session (readChild is over); the session's writes fail
-		// from now on, as to a process that ended.
-		a.detached()
+		// from now on (served is false), as to a process that ended.
 		a.exit(desc)
 		a.end()
 	}

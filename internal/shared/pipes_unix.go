@@ -3,9 +3,12 @@
 package shared
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,7 +42,8 @@ func sessionPipes() (in, out *os.File, theirs []*os.File, err error) {
 	return in, out, []*os.File{inR, outW}, nil
 }
 
-// sendHello writes the hello line on conn with files attached.
+// sendHello writes the hello line on conn with files attached (to its first bytes: a socket
+// may take a long hello in parts).
 func sendHello(conn net.Conn, line []byte, files []*os.File) error {
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
@@ -49,9 +53,9 @@ func sendHello(conn net.Conn, line []byte, files []*os.File) error {
 	for i, f := range files {
 		fds[i] = int(f.Fd())
 	}
-	n, oobn, err := uc.WriteMsgUnix(line, unix.UnixRights(fds...), nil)
-	if err == nil && (n != len(line) || oobn == 0) {
-		err = fmt.Errorf("the hello was written in part (%d of %d bytes)", n, len(line))
+	n, _, err := uc.WriteMsgUnix(line, unix.UnixRights(fds...), nil)
+	if err == nil && n < len(line) {
+		_, err = conn.Write(line[n:])
 	}
 	return err
 }
@@ -60,11 +64,17 @@ func sendHello(conn net.Conn, line []byte, files []*os.File) error {
 const maxHelloFiles = 2
 
 // readHello reads the first line of conn, and the descriptors sent with it; rest is what was
-// read past the line.
+// read past the line. Each read is made under syscall.ForkLock and what it receives marked
+// close-on-exec before the lock is let go, so that no process the shared process starts
+// meanwhile (a server) inherits a session's pipe, which would keep it open after the session.
 func readHello(conn net.Conn) (line, rest []byte, fds []int, err error) {
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("not a Unix socket")
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	oob := make([]byte, unix.CmsgSpace(maxHelloFiles*4))
 	buf := make([]byte, 0, 16<<10)
@@ -76,24 +86,34 @@ func readHello(conn net.Conn) (line, rest []byte, fds []int, err error) {
 			}
 			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
 		}
-		n, oobn, _, _, err := uc.ReadMsgUnix(buf[len(buf):cap(buf)], oob)
-		buf = buf[:len(buf)+n]
-		if oobn > 0 {
-			got, perr := parseRights(oob[:oobn])
-			fds = append(fds, got...)
-			if perr != nil {
-				closeFDs(fds)
-				return nil, nil, nil, perr
+		var n int
+		var got []int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			syscall.ForkLock.RLock()
+			defer syscall.ForkLock.RUnlock()
+			var oobn int
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf[len(buf):cap(buf)], oob, 0)
+			if rerr == nil && oobn > 0 {
+				got, rerr = parseRights(oob[:oobn])
 			}
+			return rerr != unix.EAGAIN
+		})
+		fds = append(fds, got...)
+		if err == nil {
+			err = rerr
 		}
-		for i := len(buf) - n; i < len(buf); i++ {
-			if buf[i] == '\n' {
-				return buf[:i+1], buf[i+1:], fds, nil
-			}
+		if err == nil && n == 0 {
+			err = io.EOF
 		}
 		if err != nil {
 			closeFDs(fds)
 			return nil, nil, nil, err
+		}
+		buf = buf[:len(buf)+n]
+		if i := bytes.IndexByte(buf[len(buf)-n:], '\n'); i >= 0 {
+			end := len(buf) - n + i + 1
+			return buf[:end], buf[end:], fds, nil
 		}
 	}
 }
@@ -114,7 +134,7 @@ func parseRights(oob []byte) ([]int, error) {
 			continue
 		}
 		for _, fd := range got {
-			unix.CloseOnExec(fd) // the servers' processes must not hold them
+			unix.CloseOnExec(fd) // under ForkLock (readHello)
 		}
 		fds = append(fds, got...)
 	}

@@ -3,9 +3,11 @@
 package shared
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -106,6 +108,32 @@ func TestHelloCarriesPipes(t *testing.T) {
 	sout.Close()
 	if n, err := out.Read(buf); err != io.EOF {
 		t.Errorf("after the session's end, the forwarder read %q, %v", buf[:n], err)
+	}
+}
+
+// A hello larger than what the socket takes at once (a session's environment can be large;
+// macOS's Unix sockets take 8 KiB) is written in parts, its descriptors with the first.
+func TestHelloLarge(t *testing.T) {
+	fwd, shared := socketPair(t)
+	in, out, theirs, err := sessionPipes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	defer out.Close()
+	line := []byte(`{"env":"` + strings.Repeat("v", 3<<20) + `"}` + "\n")
+	sent := make(chan error, 1)
+	go func() { sent <- sendHello(fwd, line, theirs) }()
+	got, rest, fds, err := readHello(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFDs(fds)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, line) || len(rest) != 0 || len(fds) != 2 {
+		t.Fatalf("read %d bytes of %d, rest %q, %d descriptors", len(got), len(line), rest, len(fds))
 	}
 }
 

@@ -7,9 +7,11 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // The session's side of an attachment: its input, which hands the multiplexer whole lines
@@ -19,7 +21,7 @@ import (
 // collected.
 func testInput() (*input, *[]string) {
 	var lines []string
-	a := &Attachment{key: "k", added: true, exited: make(chan struct{})}
+	a := &Attachment{p: &proc{}, key: "k", served: true, exited: make(chan struct{})}
 	a.in = input{a: a, to: func(line []byte) { lines = append(lines, string(line)) }}
 	return &a.in, &lines
 }
@@ -54,7 +56,7 @@ func TestInputLines(t *testing.T) {
 		}
 	}
 	in, _ := testInput()
-	in.a.detached()
+	in.a.served = false // detached
 	if _, err := in.Write([]byte(msgs[0] + "\n")); !errors.Is(err, io.ErrClosedPipe) {
 		t.Errorf("a write after the end: %v, want a closed pipe", err)
 	}
@@ -113,4 +115,45 @@ func reversed(s []string) []string {
 func withValue(env []string, name, value string) []string {
 	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
 	return append(out, name+"="+value)
+}
+
+// recorder is a stdio.Receiver that keeps the IDs of what it is handed.
+type recorder struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *recorder) Message(msg jsonrpc.Message, _ bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, fmt.Sprint(msg.(*jsonrpc.Response).ID.Raw()))
+}
+func (r *recorder) Flush() {}
+func (r *recorder) End()   {}
+
+// The multiplexer's own answers reach the session in the order they were posted, each after
+// what was to be done before it.
+func TestAttachmentPostsInOrder(t *testing.T) {
+	r := &recorder{}
+	a := &Attachment{recv: r, exited: make(chan struct{})}
+	var want []string
+	var before []int
+	for i := range 200 {
+		id, _ := jsonrpc.MakeID(fmt.Sprintf("p-%d", i))
+		a.post(&jsonrpc.Response{ID: id, Result: []byte(`{}`)}, func() { before = append(before, i) })
+		want = append(want, fmt.Sprintf("p-%d", i))
+	}
+	waitFor(t, "every post handed over", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.ids) == len(want)
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !slices.Equal(r.ids, want) {
+		t.Errorf("handed over in the order %v", r.ids)
+	}
+	if len(before) != len(want) || !slices.IsSorted(before) {
+		t.Errorf("what is done before each: %v", before)
+	}
 }
