@@ -40,7 +40,7 @@ func (l legacyClient) notification(m *jsonrpc.Request) bool {
 func (l legacyClient) serverRequest(s *server, m *jsonrpc.Request) {
 	a := l.a
 	if errObj := a.clientRefuses(m.Method, m.Params); errObj != nil {
-		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, errObj)...)
+		s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, errObj)...)
 		return
 	}
 	c := &call{from: s, fromID: m.ID, method: m.Method, doing: m.Method}
@@ -63,7 +63,7 @@ func (l legacyClient) ready() {
 		c := it.call
 		if errObj := a.clientRefuses(c.method, it.msg); errObj != nil {
 			if a.inflight.take(c) {
-				c.from.conn.Send(nil, stdio.Response(encodeID(c.fromID), nil, errObj)...)
+				c.from.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, errObj)...)
 			}
 			return
 		}

@@ -30,15 +30,6 @@ func logNotification(level, text string) [][]byte {
 // the texts the aggregator writes (instructions) are read by people and models.
 func marshal(v any) json.RawMessage { return rawjson.Marshal(v) }
 
-// encodeID is a request ID as JSON.
-func encodeID(id jsonrpc.ID) json.RawMessage {
-	b, err := stdio.EncodeID(id)
-	if err != nil {
-		return json.RawMessage("null")
-	}
-	return b
-}
-
 // The aggregator's own error answers. Every message has one form: the meaning of the code as
 // the MCP SDKs write it ("Invalid params", "Method not found", "Unknown tool", ...), a colon,
 // and what went wrong in this case, with what to do where the user can do something.
@@ -72,16 +63,4 @@ func resourceNotFound(uri, why string) json.RawMessage {
 // says what follows for the server ("; it is restarted in 1s").
 func serverGone(c *call, key, why, then string) json.RawMessage {
 	return rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: server %q %s while %s%s", key, why, c.what(), then)
-}
-
-// encodeError encodes a peer's error object as it was received (code, message and data).
-func encodeError(e error) json.RawMessage {
-	if e == nil {
-		return nil
-	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the peer's error could not be encoded")
-	}
-	return b
 }

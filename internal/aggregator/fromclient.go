@@ -175,7 +175,7 @@ func (a *Aggregator) badClientLine(bad *stdio.BadLineError) {
 	case errors.Is(bad, stdio.ErrTooLarge):
 		msg = fmt.Sprintf("Invalid Request: message larger than %d bytes (see --max-message-size)", a.opts.MaxMessageSize)
 		if pid, ok := stdio.TooLargeID(bad); ok {
-			id = encodeID(pid)
+			id = stdio.IDJSON(pid)
 		}
 	case !json.Valid(line):
 		code, msg = jsonrpc.CodeParseError, "Parse error: the line is not valid JSON"

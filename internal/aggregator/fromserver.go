@@ -133,7 +133,7 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 		s.log.Debug("dropped an answer to no request in flight (cancelled, answered twice, or made up)", "id", resp.ID.Raw())
 		return
 	}
-	a.complete(c, s, resp.Result, encodeError(resp.Error))
+	a.complete(c, s, resp.Result, stdio.ErrorJSON(resp.Error))
 	if len(resp.Result) >= bigAnswer {
 		// The answer is garbage now. Left to the pacer, the next big answer is allocated
 		// before this one is collected, and the peak memory doubles; a collection alone
@@ -187,11 +187,11 @@ func (a *Aggregator) serverBadLine(s *server, bad *stdio.BadLineError) {
 // serverRequest takes a request of s: to the client, or answered here.
 func (a *Aggregator) serverRequest(s *server, m *jsonrpc.Request) {
 	if m.Method == "ping" {
-		s.conn.Send(nil, stdio.Response(encodeID(m.ID), json.RawMessage(`{}`), nil)...)
+		s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), json.RawMessage(`{}`), nil)...)
 		return
 	}
 	if _, ok := era.ServerRequests[m.Method]; !ok {
-		s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))...)
+		s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))...)
 		return
 	}
 	a.toClientRequest(s, m)

@@ -41,7 +41,7 @@ func (a *Aggregator) listen(m *jsonrpc.Request) {
 	// A subscription ends when "the underlying transport closes": the end of the input does not
 	// wait for its answer (basic/patterns/subscriptions.mdx, "Cancellation").
 	a.client.Standing(m.ID)
-	id := encodeID(m.ID)
+	id := stdio.IDJSON(m.ID)
 	st := &call{fromID: m.ID, method: m.Method, doing: "listening", stream: &stream{filter: f, tag: era.Tag(id), opening: true}}
 	a.inflight.keep(st, standing)
 	go func() {

@@ -91,7 +91,7 @@ func (a *Aggregator) inputRequest(s *server, m *jsonrpc.Request) {
 	if errObj := era.MissingCapability(env, m.Method, m.Params); errObj != nil {
 		// "MissingRequiredClientCapabilityError": the client's request cannot be served.
 		if a.inflight.take(pc) {
-			s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+			s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 				"Internal error: the client did not declare what %s needs in this request; the request came through mcp-simple-aggregator", m.Method))...)
 		}
 		if a.inflight.take(c) {
@@ -130,7 +130,7 @@ func (a *Aggregator) carryParked(req *jsonrpc.Request, env era.Envelope) bool {
 	sus := &suspension{method: req.Method, digest: era.ParamsDigest(req.Method, req.Params), asked: map[string]pending{}}
 	for _, c := range parked {
 		if errObj := era.MissingCapability(env, c.method, c.params); errObj != nil {
-			c.from.conn.Send(nil, stdio.Response(encodeID(c.fromID), nil, methodNotFound(
+			c.from.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, methodNotFound(
 				"the client does not support %s (the request that could carry it did not declare the %q capability); the request came through mcp-simple-aggregator",
 				c.method, era.ServerRequests[c.method]))...)
 			continue
@@ -152,7 +152,7 @@ func (a *Aggregator) carryParked(req *jsonrpc.Request, env era.Envelope) bool {
 // unpark answers every parked request with the error that the client cannot be reached (why).
 func (a *Aggregator) unpark(why string) {
 	for _, c := range a.inflight.unpark() {
-		c.from.conn.Send(nil, stdio.Response(encodeID(c.fromID), nil, outsideRequest(c.method, why))...)
+		c.from.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, outsideRequest(c.method, why))...)
 	}
 }
 
@@ -237,7 +237,7 @@ func (a *Aggregator) resume(req *jsonrpc.Request) {
 		}
 		delete(sus.asked, key)
 		if pc.call != nil && a.inflight.take(pc.call) {
-			pc.call.from.conn.Send(nil, stdio.Response(encodeID(pc.call.fromID), r, nil)...)
+			pc.call.from.conn.Send(nil, stdio.Response(stdio.IDJSON(pc.call.fromID), r, nil)...)
 		}
 	}
 	if sus.call == nil {
@@ -246,7 +246,7 @@ func (a *Aggregator) resume(req *jsonrpc.Request) {
 		// this request): its server is told, and the request goes on.
 		for _, pc := range sus.asked {
 			if pc.call != nil && a.inflight.take(pc.call) {
-				pc.call.from.conn.Send(nil, stdio.Response(encodeID(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+				pc.call.from.conn.Send(nil, stdio.Response(stdio.IDJSON(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 					"Internal error: the client did not answer %s; the request came through mcp-simple-aggregator", pc.method))...)
 			}
 		}
@@ -272,7 +272,7 @@ func (a *Aggregator) expire(sus *suspension) {
 	}
 	for _, pc := range asked {
 		if pc.call != nil && a.inflight.take(pc.call) {
-			pc.call.from.conn.Send(nil, stdio.Response(encodeID(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+			pc.call.from.conn.Send(nil, stdio.Response(stdio.IDJSON(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 				"Internal error: the client did not answer %s within %v (it did not retry its request); the request came through mcp-simple-aggregator", pc.call.method, a.inputTTL()))...)
 		}
 	}

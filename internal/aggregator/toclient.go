@@ -68,10 +68,10 @@ func (a *Aggregator) clientAnswer(resp *jsonrpc.Response) {
 		return
 	}
 	if c.own() { // an input request of a modern server's (fulfil.go)
-		c.done(resp.Result, encodeError(resp.Error))
+		c.done(resp.Result, stdio.ErrorJSON(resp.Error))
 		return
 	}
-	c.from.conn.SendHeld(nil, stdio.Response(encodeID(c.fromID), resp.Result, encodeError(resp.Error))...)
+	c.from.conn.SendHeld(nil, stdio.Response(stdio.IDJSON(c.fromID), resp.Result, stdio.ErrorJSON(resp.Error))...)
 }
 
 // toClient writes a notification to the client, or queues it until the client is ready.
@@ -111,7 +111,7 @@ func (a *Aggregator) toClientRequest(s *server, m *jsonrpc.Request) {
 		params := withToken(m.Params, newToken)
 		if held, refused := a.queue.hold([][]byte{params}, c); held {
 			if refused && a.inflight.take(c) {
-				s.conn.Send(nil, stdio.Response(encodeID(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+				s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 					"Internal error: %s is not connected yet, and too much is waiting for it; the request came through mcp-simple-aggregator", "the client"))...)
 			}
 			return

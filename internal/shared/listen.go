@@ -53,7 +53,7 @@ type ownListen struct {
 // unlocks it.
 func (p *proc) listen(a *Attachment, m *jsonrpc.Request) {
 	f, _ := era.ReadFilter(m.Params)
-	p.listens = append(p.listens, &sessionListen{a: a, id: m.ID, tag: encodeID(m.ID), filter: f})
+	p.listens = append(p.listens, &sessionListen{a: a, id: m.ID, tag: stdio.IDJSON(m.ID), filter: f})
 	p.listenParams = m.Params
 	var send [][]byte
 	switch {

@@ -384,7 +384,7 @@ func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request) {
 
 // clientAnswer passes a session's answer to a request of the server's.
 func (p *proc) clientAnswer(a *Attachment, m *jsonrpc.Response) {
-	key := string(encodeID(m.ID))
+	key := string(stdio.IDJSON(m.ID))
 	p.mu.Lock()
 	if p.asked[key] != a {
 		p.mu.Unlock()
@@ -392,7 +392,7 @@ func (p *proc) clientAnswer(a *Attachment, m *jsonrpc.Response) {
 	}
 	delete(p.asked, key)
 	p.mu.Unlock()
-	p.conn.Send(nil, stdio.Response(json.RawMessage(key), m.Result, encodeError(m.Error))...)
+	p.conn.Send(nil, stdio.Response(json.RawMessage(key), m.Result, stdio.ErrorJSON(m.Error))...)
 }
 
 // readChild takes what the server writes, until its output ends, and hands each session its
@@ -522,7 +522,7 @@ func (p *proc) forget(did string, c *relayed) {
 // that does not have it. A request that could be any of several sessions' is answered with an
 // error, never guessed.
 func (p *proc) serverRequest(m *jsonrpc.Request) {
-	id := encodeID(m.ID)
+	id := stdio.IDJSON(m.ID)
 	if m.Method == "ping" {
 		p.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
 		return
@@ -580,8 +580,8 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 		}
 	case m.Method == "notifications/cancelled":
 		if id, _, ok := stdio.ParseCancel(params); ok {
-			if a := p.asked[string(encodeID(id))]; a != nil {
-				delete(p.asked, string(encodeID(id)))
+			if a := p.asked[string(stdio.IDJSON(id))]; a != nil {
+				delete(p.asked, string(stdio.IDJSON(id)))
 				to = []*Attachment{a}
 			}
 		}
@@ -800,23 +800,4 @@ func hasTag(params json.RawMessage) bool {
 func stringParam(params json.RawMessage, key string) string {
 	v, _ := rawjson.StringMember(params, key)
 	return v
-}
-
-func encodeID(id jsonrpc.ID) json.RawMessage {
-	b, err := stdio.EncodeID(id)
-	if err != nil {
-		return json.RawMessage("null")
-	}
-	return b
-}
-
-func encodeError(e error) json.RawMessage {
-	if e == nil {
-		return nil
-	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error")
-	}
-	return b
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -143,11 +144,19 @@ func TestAttachmentPostsInOrder(t *testing.T) {
 		a.post(&jsonrpc.Response{ID: id, Result: []byte(`{}`)}, func() { before = append(before, i) })
 		want = append(want, fmt.Sprintf("p-%d", i))
 	}
-	waitFor(t, "every post handed over", func() bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.ids) == len(want)
-	})
+		n := len(r.ids)
+		r.mu.Unlock()
+		if n == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d posts handed over", n, len(want))
+		}
+		time.Sleep(time.Millisecond)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !slices.Equal(r.ids, want) {

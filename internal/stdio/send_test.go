@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Send never waits for a peer that does not read, and what it sends arrives whole and in
@@ -122,5 +124,29 @@ func TestBuilders(t *testing.T) {
 		if !json.Valid([]byte(got)) {
 			t.Errorf("not JSON: %s", got)
 		}
+	}
+}
+
+// A decoded message's ID and error, as JSON: the one encoding of both that the aggregator and
+// the shared process write.
+func TestIDAndErrorJSON(t *testing.T) {
+	for _, c := range []struct {
+		id   any
+		want string
+	}{{float64(7), `7`}, {"agg-1", `"agg-1"`}, {"a\"b", `"a\"b"`}} {
+		id, _ := jsonrpc.MakeID(c.id)
+		if got := string(IDJSON(id)); got != c.want {
+			t.Errorf("IDJSON(%v) = %s, want %s", c.id, got, c.want)
+		}
+	}
+	if got := string(IDJSON(jsonrpc.ID{})); got != `null` {
+		t.Errorf("IDJSON of no ID = %s", got)
+	}
+	if ErrorJSON(nil) != nil {
+		t.Error("ErrorJSON(nil) is not nil")
+	}
+	e := &jsonrpc.Error{Code: -32602, Message: "Invalid params: x", Data: json.RawMessage(`{"k":1}`)}
+	if got := string(ErrorJSON(e)); got != `{"code":-32602,"message":"Invalid params: x","data":{"k":1}}` {
+		t.Errorf("ErrorJSON = %s", got)
 	}
 }

@@ -101,6 +101,27 @@ func EncodeID(id jsonrpc.ID) (json.RawMessage, error) {
 	return json.Marshal(id.Raw())
 }
 
+// IDJSON is EncodeID for an ID that came decoded (every such ID encodes): null should one not.
+func IDJSON(id jsonrpc.ID) json.RawMessage {
+	b, err := EncodeID(id)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// ErrorJSON is the error object of a decoded response (its Error), as JSON; nil for none.
+func ErrorJSON(e error) json.RawMessage {
+	if e == nil {
+		return nil
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: the peer's error could not be encoded")
+	}
+	return b
+}
+
 // plain reports whether s needs no escaping in JSON (printable ASCII without " and \, and
 // none of the characters encoding/json escapes for HTML).
 func plain(s string) bool {
