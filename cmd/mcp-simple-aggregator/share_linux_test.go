@@ -819,3 +819,96 @@ func TestFaultShareLongTMPDIR(t *testing.T) {
 		})
 	}
 }
+
+// A client that stops reading holds up its own session at most: the shared process reads a
+// server for every session that uses it, and what it hands the stalled session for its client
+// is left to a background writer, never waited for. The other sessions of the server go on,
+// and the stalled client, once it reads, gets every answer.
+func TestFaultShareStalledClient(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	other := shareSession(t, path)
+
+	// The stalled session: its stdout is a pipe that nobody reads until the end.
+	cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
+	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	cmd.Stdout = w
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	const calls, size = 8, 1 << 20 // far more than the pipes between it and its client hold
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1.0"}}}`, // as other's: a legacy server is shared by the same client
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	for i := range calls {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"a:big","arguments":{"bytes":%d}}}`, 2+i, size))
+	}
+	if _, err := stdin.Write([]byte(strings.Join(lines, "\n") + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(stderr.String(), fmt.Sprintf("fixture: big: %d bytes written", size)) < calls {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not write its %d answers for the stalled session:\n%s", calls, stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if procs := taggedProcs(tag); len(procs) != 1 {
+		t.Fatalf("%d processes of the server, want the one both sessions share", len(procs))
+	}
+	for i := range 3 {
+		if m := other.call("tools/call", fmt.Sprintf(`{"name":"a:echo","arguments":{"n":%d}}`, i)); !strings.Contains(string(m.Result), fmt.Sprintf(`{"n":%d}`, i)) {
+			t.Fatalf("the other session, while a client of the server does not read: %s", m.Line)
+		}
+	}
+
+	// The stalled client reads at last: every answer is there, whole.
+	got := map[string]int{}
+	dec := json.NewDecoder(stdout)
+	for len(got) < 1+calls {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"result"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("reading the stalled client's answers (%d of %d): %v", len(got), 1+calls, err)
+		}
+		if len(m.Result.Content) > 0 {
+			got[string(m.ID)] = len(m.Result.Content[0].Text)
+		} else {
+			got[string(m.ID)] = 0
+		}
+	}
+	for i := range calls {
+		if n := got[fmt.Sprint(2+i)]; n != size {
+			t.Errorf("answer %d: %d bytes of text, want %d", 2+i, n, size)
+		}
+	}
+	stdin.Close()
+	cmd.Wait()
+	other.in.Close()
+	nothingShared(t, dir, tag)
+}
