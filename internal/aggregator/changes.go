@@ -17,6 +17,16 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 	case <-s.retired:
 		return
 	}
+	// Two re-readings of a list can overlap (a change announced while one is under way): the
+	// one begun later reads what the server lists after both changes, and if it ends first,
+	// the earlier one's list, older, must not replace it.
+	var begun [numKinds]uint64
+	a.roster.mu.Lock()
+	for _, k := range ks {
+		s.reads[k]++
+		begun[k] = s.reads[k]
+	}
+	a.roster.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StartupTimeout)
 	defer cancel()
 	lists, hints, stage, err := a.readLists(ctx, s, ks)
@@ -31,18 +41,24 @@ func (a *Aggregator) refresh(s *server, ks ...kind) {
 		return
 	default:
 	}
-	old := s.lists
-	oldHints := s.hints
+	old, oldHints, oldRead := s.lists, s.hints, s.read
 	before := a.beforeChange(s) // for the audit log (audit.go)
+	newer := false
 	for _, k := range ks {
-		s.lists[k], s.hints[k] = lists[k], hints[k]
+		if begun[k] > s.read[k] {
+			s.lists[k], s.hints[k], s.read[k] = lists[k], hints[k], begun[k]
+			newer = true
+		}
+	}
+	if !newer {
+		return // overtaken for every list it read
 	}
 	s.verdicts, s.trust = nil, trustState{}
 	if a.catalog.Load() == nil {
 		return // the start-up builds the first catalog with these lists
 	}
 	if err := a.publish(); err != nil {
-		s.lists, s.hints, s.verdicts, s.trust = old, oldHints, nil, trustState{}
+		s.lists, s.hints, s.read, s.verdicts, s.trust = old, oldHints, oldRead, nil, trustState{}
 		s.log.Error("the new list cannot be served; keeping the previous list", "error", err)
 		return
 	}

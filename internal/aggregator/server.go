@@ -58,6 +58,10 @@ type server struct {
 	// hints are the cache hints of its lists (ttlMs, cacheScope): a modern server's, as it
 	// gave them; a legacy server's, the zero hint. Guarded by roster.mu.
 	hints [numKinds]era.CacheHint
+	// reads counts the re-readings of each list begun (refresh), and read is the count of the
+	// one whose list it holds: a re-reading that a later one overtook leaves the list alone.
+	// Guarded by roster.mu.
+	reads, read [numKinds]uint64
 	// verdicts are the MCP schema's verdicts on its lists (withheld.go), cleared with every
 	// change of the lists. Guarded by roster.mu.
 	verdicts map[verdictKey][]mcpschema.Violation
