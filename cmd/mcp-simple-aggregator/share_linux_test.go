@@ -673,6 +673,43 @@ func TestFaultShareModernListen(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
+// A modern server's change while the shared process listens again (a session subscribes to a
+// resource, so the shared process's listen must ask for more) reaches every session: between the
+// old listen's end and the new one's start nothing is subscribed at the server, which tells no
+// one of the change; once the new listen is acknowledged, each session's listen is told its lists
+// may have changed, and the session reads them again. The fixture answers the old listen a second
+// after letting go of it, and the change is made in that second.
+func TestFaultShareModernListenGap(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-listen-answer-delay", "1s"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+	s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d processes for two sessions of a modern server, want 1", n)
+	}
+	subscribed := s1.send("resources/subscribe", `{"uri":"gosdk://static/a"}`)
+	waitFor(t, "the server letting go of the shared process's listen", func() bool {
+		return strings.Contains(s0.stderr.String(), "gosdk: let go of a cancelled listen")
+	})
+	s0.call("tools/call", `{"name":"m:grow","arguments":{}}`)
+	if m := s1.wait(subscribed, "resources/subscribe"); m.Error != nil {
+		t.Fatalf("subscribe: %s", m.Line)
+	}
+	for _, c := range []*sharedClient{s0, s1} {
+		waitFor(t, c.name+"'s list change", func() bool {
+			l, _ := c.got("notifications/tools/list_changed")
+			return len(l) > 0
+		})
+		if _, names := tools(t, c.call("tools/list", "")); !slices.Contains(names, "m:grown_1") {
+			t.Errorf("%s lists %v", c.name, names)
+		}
+	}
+	s0.in.Close()
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
 // Sessions of different clients that start at once share a modern server: a session does not
 // start a process of its own while the one another session started has not said its era.
 func TestFaultShareModernAtOnce(t *testing.T) {

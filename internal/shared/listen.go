@@ -47,6 +47,9 @@ type ownListen struct {
 	agreed *era.Filter // what the acknowledgement agreed to; nil before it
 	ending bool        // cancelled: the next opens once it has ended
 	timer  *time.Timer
+	// again says it replaced one that was ended to ask for more: between the two, nothing was
+	// subscribed at the server, and a change then was told to no one.
+	again bool
 }
 
 // listen takes a session's subscriptions/listen for a modern server. Callers hold p.mu; it
@@ -133,6 +136,7 @@ func (p *proc) listenEnded(did string, give func(*Attachment, jsonrpc.Message), 
 		ended, p.listens = p.listens, nil
 	case len(p.listens) > 0:
 		send = p.openListen()
+		p.own.again = true
 	}
 	p.mu.Unlock()
 	if send != nil {
@@ -179,6 +183,9 @@ func (p *proc) listenNotification(did, method string, rest json.RawMessage) {
 		for _, o := range acks {
 			o.l.acked = true // handed over below, before anything else this reader reads
 		}
+		if p.own.again {
+			acks = append(acks, p.mayHaveChanged(agreed)...)
+		}
 		p.mu.Unlock()
 		p.handAll(acks)
 		return
@@ -210,6 +217,30 @@ func (p *proc) acks() []outgoing {
 		if !l.acking && own.filter.Includes(l.filter) {
 			l.acking = true
 			out = append(out, outgoing{a: l.a, l: l, msg: &jsonrpc.Request{Method: "notifications/subscriptions/acknowledged", Params: era.Acknowledged(l.filter.Within(*own.agreed), l.tag)}})
+		}
+	}
+	return out
+}
+
+// mayHaveChanged tells every acknowledged listen, once the shared process listens again, that
+// the lists it listens for may have changed while nothing was subscribed at the server: a
+// list_changed for each. Its session reads them again, and tells its client of what did
+// change, and only of that. Not resources/updated: a session passes it on to its client as it
+// is, which would tell of an update that may not have been. Callers hold p.mu.
+func (p *proc) mayHaveChanged(agreed era.Filter) []outgoing {
+	var out []outgoing
+	for _, l := range p.listens {
+		if !l.acked {
+			continue
+		}
+		f := l.filter.Within(agreed)
+		for _, c := range []struct {
+			on     bool
+			method string
+		}{{f.Tools, "notifications/tools/list_changed"}, {f.Prompts, "notifications/prompts/list_changed"}, {f.Resources, "notifications/resources/list_changed"}} {
+			if c.on {
+				out = append(out, outgoing{a: l.a, msg: &jsonrpc.Request{Method: c.method, Params: era.Tagged(json.RawMessage(`{}`), era.Tag(l.tag))}})
+			}
 		}
 	}
 	return out
