@@ -281,6 +281,28 @@ func TestListenEndedLate(t *testing.T) {
 	c.note("notifications/resources/updated")
 }
 
+// A change while the aggregator listens again (the client subscribes to a resource of a modern
+// child) is not lost: between the old listen's end and the new one's start nothing is
+// subscribed at the child, which tells no one; once the new listen is acknowledged, the
+// aggregator reads the lists again (modernServer.subscribe). The child answers the old listen
+// a second after letting go of it, and the change is made in that second.
+func TestListenAgainReadsLists(t *testing.T) {
+	c := serve(t, Options{ProbeTimeout: 5 * time.Second}, gs("m", "-era", "modern", "-listen-answer-delay", "1s"))
+	c.initialize(`{}`)
+	subscribed := c.send("resources/subscribe", `{"uri":"gosdk://static/a"}`)
+	waitFor(t, "the child letting go of the old listen", func() bool {
+		return strings.Contains(c.log.String(), "gosdk: let go of a cancelled listen")
+	})
+	c.call("tools/call", `{"name":"m:grow"}`)
+	if m := <-subscribed; string(m.Result) != "{}" {
+		t.Fatalf("resources/subscribe: %s", m.Line)
+	}
+	c.note("notifications/tools/list_changed")
+	if m := c.call("tools/list", ""); !strings.Contains(m.Line, `"m:grown_1"`) {
+		t.Errorf("tools/list after the change: %s", m.Line)
+	}
+}
+
 // A modern child has no ping: its health probe is server/discover. One that stops answering it
 // is restarted; one that answers it is left alone (were it pinged, "ping" would fail with
 // Method not found, and it would be restarted too).
