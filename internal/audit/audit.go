@@ -54,7 +54,11 @@ type Options struct {
 const (
 	defaultMaxMegabytes = 10
 	defaultMaxBackups   = 5
-	defaultQueue        = 4096
+	// backupTime names a rotated file to the nanosecond: timberjack keeps MaxBackups distinct
+	// times, so two rotations in one millisecond (its default's precision; a burst of calls
+	// written at once can pass the size twice) kept a file too many, every time.
+	backupTime   = "2006-01-02T15-04-05.000000000"
+	defaultQueue = 4096
 	// maxBody is the largest argument or result written with Bodies: a larger one is left
 	// out and its size written instead, so that a line always fits in a file (the rotation
 	// refuses a write larger than MaxMegabytes) and one huge result does not push out the
@@ -139,7 +143,7 @@ func Open(path string, opts *Options) (*Log, error) {
 			warn(fmt.Sprintf("audit log %s: others may read it (mode %#o); it is used as it is, and the files that rotation creates are 0600; "+
 				"to keep the calls it records private, run chmod 600 %s", path, perm, path))
 		}
-		w = &timberjack.Logger{Filename: path, MaxSize: o.MaxMegabytes, MaxBackups: o.MaxBackups, FileMode: 0o600}
+		w = &timberjack.Logger{Filename: path, MaxSize: o.MaxMegabytes, MaxBackups: o.MaxBackups, FileMode: 0o600, BackupTimeFormat: backupTime}
 	} else {
 		w = f
 	}
