@@ -33,17 +33,24 @@ func socketPair(t *testing.T) (a, b net.Conn) {
 	return conn(fds[0]), conn(fds[1])
 }
 
+// testPipes are a session's pipes, as the forwarder makes them; its own ends are closed at the
+// end of the test.
+func testPipes(t *testing.T) (in, out *os.File, theirs []*os.File) {
+	t.Helper()
+	in, out, theirs, err := sessionPipes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); out.Close() })
+	return in, out, theirs
+}
+
 // A session's pipes go with its hello: the shared process gets its two ends, which its
 // servers' processes do not inherit, reads the client's messages in blocking mode and writes
 // the session's without waiting; what was sent after the hello's line is kept.
 func TestHelloCarriesPipes(t *testing.T) {
 	fwd, shared := socketPair(t)
-	in, out, theirs, err := sessionPipes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	defer out.Close()
+	in, out, theirs := testPipes(t)
 	if err := sendHello(fwd, []byte("{\"hello\":1}\nafter"), theirs); err != nil {
 		t.Fatal(err)
 	}
@@ -115,12 +122,7 @@ func TestHelloCarriesPipes(t *testing.T) {
 // macOS's Unix sockets take 8 KiB) is written in parts, its descriptors with the first.
 func TestHelloLarge(t *testing.T) {
 	fwd, shared := socketPair(t)
-	in, out, theirs, err := sessionPipes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	defer out.Close()
+	_, _, theirs := testPipes(t)
 	line := []byte(`{"env":"` + strings.Repeat("v", 3<<20) + `"}` + "\n")
 	sent := make(chan error, 1)
 	go func() { sent <- sendHello(fwd, line, theirs) }()
