@@ -10,11 +10,15 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 )
 
 func main() {
-	// For profiling (see BENCHMARKS.md), not for users: a CPU profile of the whole run.
+	// For profiling (see BENCHMARKS.md), not for users: a CPU profile of the whole run; "%p" in
+	// the path is the process's ID (a forwarder and the shared process it starts inherit one).
 	if path := os.Getenv("MCP_SIMPLE_AGGREGATOR_CPUPROFILE"); path != "" {
+		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
 			code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			pprof.StopCPUProfile()
