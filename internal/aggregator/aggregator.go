@@ -11,7 +11,8 @@
 //	restart.go     crashed servers restarted with backoff; calls held for a key that comes
 //	               back; what the client set up, set up again on a new process
 //	reload.go      a reload: the plan per key, then applied, nothing in flight lost
-//	fromclient.go  what arrives from the client: the dispatcher, the session
+//	fromclient.go  the client's session (type session): its connection, what the client said
+//	               and set up; what arrives from it, the dispatcher
 //	sdk.go         the go-sdk's part: the client's handshake
 //	toclient.go    what goes to the client: answers, notifications, the servers' requests
 //	fromserver.go  what arrives from a server: the dispatcher, read from a child's stdout
@@ -44,7 +45,8 @@
 // pure (versions, the envelope, translations, the requestState codec) is internal/era; the
 // routing files ask a peer's side, never its era:
 //
-//	sides.go         the two interfaces: clientSide (a session), serverSide (a process)
+//	sides.go         the two interfaces: clientSide (a session), serverSide (a process);
+//	                 and clientSink, the roster's one way to the session
 //	clientlegacy.go  a legacy client
 //	clientmodern.go  a modern client: server/discover, its requests, the removed methods
 //	streams.go       a modern client's subscriptions/listen streams
@@ -65,7 +67,6 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,8 +80,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/audit"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/catalogcache"
@@ -186,29 +185,15 @@ type Aggregator struct {
 	caps      json.RawMessage
 	tasksCaps json.RawMessage
 
-	client *stdio.Conn
-	// toServers holds what is relayed to the servers while the client's input has more
-	// messages buffered, toClientBurst what is relayed to the client while a server's has: each
-	// burst is written at once (stdio.Burst).
-	toServers, toClientBurst stdio.Burst
-	sdk                      *sdkConn
-	inflight                 *table
-	queue                    clientQueue // what waits for the client to be ready
-	notify                   *debouncer
-	setup                    clientSetup // what the client set up on the servers, for their new processes
-	// streamsMu orders what is written on a modern client's listen streams: a stream's
-	// acknowledgement before its notifications (streams.go).
-	streamsMu sync.Mutex
-
-	// session is what the client said in initialize, published once it is answered;
-	// initializing is the same while the SDK answers it (read by its middleware only).
-	session      atomic.Pointer[clientSession]
-	initializing *clientSession
-	// instructions are the servers' instructions combined at the start-up; discover is the
-	// answer to a modern client's server/discover (clientmodern.go).
+	// inflight is every request that crosses the aggregator (table.go).
+	inflight *table
+	// sess is the client's session (fromclient.go): what the client set up and said, and the
+	// connection to it. The roster reaches it through its clientSink alone (sides.go).
+	sess *session
+	// client is how the roster reaches the session (sides.go).
+	client clientSink
+	// instructions are the servers' instructions combined at the start-up.
 	instructions string
-	discover     json.RawMessage
-	stateKey     [32]byte // the HMAC key of the requestStates the aggregator mints (suspend.go)
 
 	pins  *pins      // the lock in force with --pinned (pinned.go); nil without
 	audit *audit.Log // the audit log (audit.go); nil when none is kept, and then it does nothing
@@ -358,8 +343,9 @@ func (a *Aggregator) initAll(ctx context.Context, params json.RawMessage) []star
 // startup initializes every server that runs with params (the initialize the client's
 // arrival makes of it) and builds the first catalog. A server that fails is reported (on the
 // log, and to the client once it is initialized) and stays down; the others serve (FR-009).
-// It fails only when there were servers to start and none could.
-func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructions string, err error) {
+// It fails only when there were servers to start and none could. The session se is published
+// as cs within it.
+func (a *Aggregator) startup(ctx context.Context, se *session, cs *clientSession) (instructions string, err error) {
 	a.reloadMu.Lock() // a reload before the client came respawned what it changed
 	defer a.reloadMu.Unlock()
 	version := cs.version
@@ -404,7 +390,7 @@ func (a *Aggregator) startup(ctx context.Context, cs *clientSession) (instructio
 	}
 	a.instructions = instructions
 	// Published before reloadMu is released: a reload waiting for it sees the session.
-	a.session.Store(cs)
+	se.hello.Store(cs)
 	r.mu.Unlock()
 	for _, res := range failed {
 		a.report("error", cfg.File+": "+res.failure("could not start and stays down (the other servers are served)"))
@@ -482,7 +468,7 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 		opts.RestartDelay = 500 * time.Millisecond
 	}
 	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), stateKey: newStateKey(), audit: opts.Audit,
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), audit: opts.Audit,
 		fault: make(chan error, 1)}
 	a.panicOn = a.getenv(faultPanicVar)
 	a.roster = roster{cfg: cfg, slots: map[string]*slot{}}
@@ -493,13 +479,8 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 	if err := a.readPins(cfg.File); err != nil {
 		return nil, err
 	}
-	// Created before any watcher can trigger it; it sends only once the client has said it
-	// is initialized (the queue is flushed after Serve has connected the client).
-	a.notify = newDebouncer(10*time.Millisecond, func(method string) {
-		if side := a.side(); side != nil && a.queue.isReady() {
-			side.listChanged(method)
-		}
-	})
+	a.sess = newSession(a)
+	a.client = a.sess
 	return a, nil
 }
 
@@ -583,62 +564,10 @@ func canonicalPath(path string) string {
 	return path
 }
 
-// drainOnEOF is how long, after the client closed its input, the answers to its last requests
-// are still awaited before shutting down.
-const drainOnEOF = 5 * time.Second
-
 // Serve serves the catalog to one client over in and out until in ends, ctx is cancelled or
-// the connection fails.
+// the connection fails: the client's session (fromclient.go).
 func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
-	a.client = stdio.New(in, out, &stdio.Options{
-		MaxMessageSize: a.opts.MaxMessageSize,
-		DrainOnEOF:     drainOnEOF,
-		Batches:        a.batches,
-		Burst:          &a.toServers,
-		HeldBy:         &a.toClientBurst,
-		NeverWait:      a.opts.Hosted,
-	})
-	a.sdk = newSDKConn(a.client)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: a.opts.Version}, &mcp.ServerOptions{
-		SupportedProtocolVersions: era.VersionsOf(era.Legacy),
-		Logger:                    slog.New(slog.DiscardHandler),
-	})
-	srv.AddReceivingMiddleware(a.initializeMiddleware)
-	session, err := srv.Connect(ctx, a.sdk, nil)
-	if err != nil {
-		return err
-	}
-	go a.readClient()
-	done := make(chan error, 1)
-	go func() { done <- session.Wait() }()
-	select {
-	case err = <-done:
-	case err = <-a.fault:
-	case <-ctx.Done():
-		// Not session.Close: it waits for the reader, and a read of stdin cannot be
-		// interrupted. The program exits once the servers are stopped.
-		err = ctx.Err()
-	}
-	select {
-	case fault := <-a.fault: // the end of input it caused came first
-		err = fault
-	default:
-	}
-	if side := a.side(); side != nil {
-		side.end() // what waits for the client is answered: it will not be
-	}
-	if a.opts.Hosted {
-		// What was written to the client reaches it before the shared process lets go of
-		// its pipe (a background writer may still be writing: NeverWait).
-		_ = a.client.Close()
-	}
-	if a.startErr != nil {
-		return a.startErr
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return a.sess.serve(ctx, in, out)
 }
 
 // Close stops every server; it returns when all of them have exited.
@@ -672,7 +601,7 @@ func (a *Aggregator) Close() {
 		wg.Wait()
 		a.starts.Wait() // a start under way stops its process itself (relaunch, bringUp)
 		a.writes.Wait()
-		a.notify.stop()
+		a.sess.notify.stop() // what the roster still announced goes nowhere
 	})
 }
 

@@ -57,7 +57,7 @@ func (a *Aggregator) completed(c *call, result, errObj json.RawMessage) {
 // callEvent is the audit line of the client's request c to the server key, but for its
 // outcome and answer.
 func (a *Aggregator) callEvent(c *call, key string, took time.Duration) audit.Call {
-	e := audit.Call{Client: a.clientName(), Server: key, Method: c.method, Duration: took}
+	e := audit.Call{Client: a.client.clientName(), Server: key, Method: c.method, Duration: took}
 	switch c.label {
 	case "tool":
 		e.Tool = c.subject
@@ -105,7 +105,7 @@ func (a *Aggregator) auditRefused(req *jsonrpc.Request, w withheldDef, result, e
 	if a.audit == nil {
 		return
 	}
-	e := audit.Call{Client: a.clientName(), Server: w.server.key, Method: req.Method, Outcome: audit.Error, ErrorCode: errorCode(errObj),
+	e := audit.Call{Client: a.client.clientName(), Server: w.server.key, Method: req.Method, Outcome: audit.Error, ErrorCode: errorCode(errObj),
 		RequestBytes: len(req.Params), ResponseBytes: len(result) + len(errObj)}
 	if errObj == nil {
 		e.Outcome, e.ErrorCode = audit.IsError, 0 // call_tool's refusal: a result the model reads
@@ -128,8 +128,8 @@ func (a *Aggregator) auditRefused(req *jsonrpc.Request, w withheldDef, result, e
 }
 
 // clientName is the client's clientInfo.name; "" before its session.
-func (a *Aggregator) clientName() string {
-	if cs := a.session.Load(); cs != nil {
+func (se *session) clientName() string {
+	if cs := se.hello.Load(); cs != nil {
 		return cs.name
 	}
 	return ""

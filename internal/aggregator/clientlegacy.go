@@ -16,7 +16,7 @@ import (
 // notifications, and nothing it is sent carries the modern envelope.
 
 // legacyClient is the clientSide of a legacy session.
-type legacyClient struct{ a *Aggregator }
+type legacyClient struct{ se *session }
 
 func (legacyClient) era() era.Era { return era.Legacy }
 
@@ -24,67 +24,67 @@ func (legacyClient) era() era.Era { return era.Legacy }
 // (ping, unknown methods).
 func (l legacyClient) request(m *jsonrpc.Request) {
 	if h := clientRequests[m.Method]; h != nil {
-		h(l.a, m)
+		h(l.se, m)
 		return
 	}
-	l.a.sdk.deliver(m)
+	l.se.sdk.deliver(m)
 }
 
 func (l legacyClient) notification(m *jsonrpc.Request) bool {
 	h := clientNotifications[m.Method]
-	return h != nil && h(l.a, m)
+	return h != nil && h(l.se, m)
 }
 
 // serverRequest sends a server's request to the client under an ID of ours, or answers the
 // server with an error when the client cannot take it.
 func (l legacyClient) serverRequest(s *server, m *jsonrpc.Request) {
-	a := l.a
-	if errObj := a.clientRefuses(m.Method, m.Params); errObj != nil {
+	se := l.se
+	if errObj := se.clientRefuses(m.Method, m.Params); errObj != nil {
 		s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, errObj)...)
 		return
 	}
 	c := &call{from: s, fromID: m.ID, method: m.Method, doing: m.Method}
-	newToken, res := a.inflight.add(c, tokenOf(m.Params))
+	newToken, res := se.a.inflight.add(c, tokenOf(m.Params))
 	if res != addOK {
 		return // its server went down meanwhile: nobody waits for the answer
 	}
-	a.writeClient(stdio.Request(c.toID, c.method, withToken(m.Params, newToken)))
+	se.writeClient(stdio.Request(c.toID, c.method, withToken(m.Params, newToken)))
 }
 
 // ready writes what waited for the client, in order, once it says it is initialized: a
 // server's request is checked against the client's capabilities now that they are known.
 func (l legacyClient) ready() {
-	a := l.a
-	dropped := a.queue.flush(func(it queued) {
+	se := l.se
+	dropped := se.queue.flush(func(it queued) {
 		if it.call == nil {
-			a.writeClient([][]byte{it.msg})
+			se.writeClient([][]byte{it.msg})
 			return
 		}
 		c := it.call
-		if errObj := a.clientRefuses(c.method, it.msg); errObj != nil {
-			if a.inflight.take(c) {
+		if errObj := se.clientRefuses(c.method, it.msg); errObj != nil {
+			if se.a.inflight.take(c) {
 				c.from.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, errObj)...)
 			}
 			return
 		}
-		if a.inflight.deliver(c) {
-			a.writeClient(stdio.Request(c.toID, c.method, it.msg))
+		if se.a.inflight.deliver(c) {
+			se.writeClient(stdio.Request(c.toID, c.method, it.msg))
 		}
 	})
 	if dropped > 0 {
-		a.log.Warn(droppedWarning(dropped))
+		se.a.log.Warn(droppedWarning(dropped))
 	}
 }
 
-func (l legacyClient) listChanged(method string) { l.a.writeClient(stdio.Notification(method, nil)) }
+func (l legacyClient) listChanged(method string) { l.se.writeClient(stdio.Notification(method, nil)) }
 
 func (l legacyClient) resourceUpdated(params json.RawMessage) {
-	l.a.toClient(stdio.Notification("notifications/resources/updated", params))
+	l.se.toClient(stdio.Notification("notifications/resources/updated", params))
 }
 
 func (legacyClient) serverLog(*server, json.RawMessage) bool { return true }
 
-func (l legacyClient) log(level, text string) { l.a.toClient(logNotification(level, text)) }
+func (l legacyClient) log(level, text string) { l.se.toClient(logNotification(level, text)) }
 
 func (legacyClient) relay(*call) {}
 
@@ -100,8 +100,8 @@ func (legacyClient) end() {}
 
 // clientRefuses returns the error for a server's request the client cannot take (it did not
 // declare the capability); nil when it can.
-func (a *Aggregator) clientRefuses(method string, params json.RawMessage) json.RawMessage {
-	cs := a.session.Load()
+func (se *session) clientRefuses(method string, params json.RawMessage) json.RawMessage {
+	cs := se.hello.Load()
 	capability := era.ServerRequests[method]
 	declared, ok := cs.caps[capability]
 	if !ok {
@@ -117,15 +117,15 @@ func (a *Aggregator) clientRefuses(method string, params json.RawMessage) json.R
 // clientReady flushes what waited for the client once it says it is initialized, and warns
 // when it is a client known to reject some of the tool names. The SDK's session sees the
 // notification too.
-func (a *Aggregator) clientReady(*jsonrpc.Request) bool {
-	if a.queue.isReady() {
+func (se *session) clientReady(*jsonrpc.Request) bool {
+	if se.queue.isReady() {
 		return false
 	}
-	a.side().ready()
-	cs := a.session.Load()
+	se.side().ready()
+	cs := se.hello.Load()
 	if client := strictClient(cs.name); client != "" {
-		if bad := a.catalog.Load().rejectedNames(); len(bad) > 0 {
-			a.log.Warn(fmt.Sprintf("the client is %s (%q), which rejects %d of the tool names (%s); restart with --separator __ to avoid it",
+		if bad := se.a.catalog.Load().rejectedNames(); len(bad) > 0 {
+			se.a.log.Warn(fmt.Sprintf("the client is %s (%q), which rejects %d of the tool names (%s); restart with --separator __ to avoid it",
 				client, cs.name, len(bad), quoteList(bad[:min(3, len(bad))])))
 		}
 	}

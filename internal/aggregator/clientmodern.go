@@ -32,7 +32,7 @@ import (
 
 // modernClient is the clientSide of a modern session.
 type modernClient struct {
-	a *Aggregator
+	se *session
 	// last is the last _meta found good, and what it says: a client sends the same envelope
 	// with each request, which is then read once. Its envelope is shared: read only.
 	last atomic.Pointer[parsedEnvelope]
@@ -66,39 +66,39 @@ func (m *modernClient) envelope(params json.RawMessage) (era.Envelope, json.RawM
 
 // request takes a request of the session.
 func (m *modernClient) request(req *jsonrpc.Request) {
-	a := m.a
+	se := m.se
 	if req.Method == "initialize" {
 		// A dual-era client probes, and falls back to initialize when it finds no version it
 		// speaks (basic/transports/stdio.mdx): a legacy session takes the place of this one.
-		a.initialize(req)
+		se.initialize(req)
 		return
 	}
 	env, errObj := m.envelope(req.Params)
 	if errObj != nil {
-		a.answerClient(req.ID, nil, errObj)
+		se.answerClient(req.ID, nil, errObj)
 		return
 	}
 	switch {
-	case a.ownRetry(req):
-		a.resume(req) // suspend.go
+	case se.ownRetry(req):
+		se.resume(req) // suspend.go
 	case req.Method == "server/discover":
-		a.answerClient(req.ID, a.discover, nil)
+		se.answerClient(req.ID, se.discover, nil)
 	case req.Method == "subscriptions/listen":
-		a.listen(req) // streams.go
+		se.listen(req) // streams.go
 	case era.TaskMethods[req.Method]:
-		if !a.offersTasksExtension() {
-			a.answerClient(req.ID, nil, methodNotFound("no server offers the tasks extension (%s)", era.TasksExtension))
+		if !se.offersTasksExtension() {
+			se.answerClient(req.ID, nil, methodNotFound("no server offers the tasks extension (%s)", era.TasksExtension))
 			return
 		}
-		a.routeTask(req)
+		se.routeTask(req)
 	case era.RemovedMethods[req.Method] != "":
-		a.answerClient(req.ID, nil, methodNotFound("%s", era.RemovedMethods[req.Method]))
-	case era.InputMethods[req.Method] && a.carryParked(req, env):
+		se.answerClient(req.ID, nil, methodNotFound("%s", era.RemovedMethods[req.Method]))
+	case era.InputMethods[req.Method] && se.carryParked(req, env):
 		// answered with the input a legacy server asked for outside any request (suspend.go)
 	case clientRequests[req.Method] != nil:
-		clientRequests[req.Method](a, req)
+		clientRequests[req.Method](se, req)
 	default:
-		a.answerClient(req.ID, nil, methodNotFound("%s is not a method of protocol version %s", req.Method, env.Version))
+		se.answerClient(req.ID, nil, methodNotFound("%s is not a method of protocol version %s", req.Method, env.Version))
 	}
 }
 
@@ -108,34 +108,34 @@ func (m *modernClient) request(req *jsonrpc.Request) {
 // modern client never gets).
 func (m *modernClient) notification(n *jsonrpc.Request) bool {
 	if n.Method == "notifications/cancelled" {
-		m.a.clientCancelled(n)
+		m.se.clientCancelled(n)
 	}
 	return true
 }
 
 // serverRequest takes a legacy server's request for input (suspend.go).
-func (m *modernClient) serverRequest(s *server, req *jsonrpc.Request) { m.a.inputRequest(s, req) }
+func (m *modernClient) serverRequest(s *server, req *jsonrpc.Request) { m.se.inputRequest(s, req) }
 
 // ready deals with what waited for the client: notifications are dropped (a modern client gets
 // log messages only for its requests, and lists fresh), and a server's request, which has no
 // request of the client's to ride on, waits for the next one (parked, suspend.go).
 func (m *modernClient) ready() {
-	m.a.queue.flush(func(it queued) {
+	m.se.queue.flush(func(it queued) {
 		if it.call != nil {
-			m.a.park(it.call, it.msg)
+			m.se.park(it.call, it.msg)
 		}
 	})
 }
 
-func (m *modernClient) listChanged(method string) { m.a.streamListChanged(method) }
+func (m *modernClient) listChanged(method string) { m.se.streamListChanged(method) }
 
-func (m *modernClient) resourceUpdated(params json.RawMessage) { m.a.streamResourceUpdated(params) }
+func (m *modernClient) resourceUpdated(params json.RawMessage) { m.se.streamResourceUpdated(params) }
 
 // serverLog: "notifications/message is request-scoped" (logging.mdx): a message reaches the
 // client while a request of its with a logLevel at or below the message's is in flight to
 // the server.
 func (m *modernClient) serverLog(s *server, params json.RawMessage) bool {
-	return m.a.inflight.wantsLog(s, params)
+	return m.se.a.inflight.wantsLog(s, params)
 }
 
 // log: "The server MUST NOT emit notifications/message for a request that does not include"
@@ -152,7 +152,7 @@ func (*modernClient) relay(c *call) {
 
 // progress: the progress of a request answered with input_required has no request to go to
 // ("the initial request terminated").
-func (m *modernClient) progress(c *call) bool { return !m.a.inflight.suspendedCall(c) }
+func (m *modernClient) progress(c *call) bool { return !m.se.a.inflight.suspendedCall(c) }
 
 // taskStatus: the legacy era's tasks are not offered to a modern client.
 func (*modernClient) taskStatus() bool { return false }
@@ -162,36 +162,36 @@ func (*modernClient) taskStatus() bool { return false }
 // for the client's retry, and a legacy server's URLElicitationRequiredError becomes an
 // InputRequiredResult (suspend.go).
 func (m *modernClient) answered(c *call, result, errObj json.RawMessage) (json.RawMessage, json.RawMessage, bool) {
-	a := m.a
-	if errObj == nil && c.method == "tools/call" && a.offersTasksExtension() {
-		a.inflight.setTask(era.TaskID(result), c.to) // CreateTaskResult is flat
+	se := m.se
+	if errObj == nil && c.method == "tools/call" && se.offersTasksExtension() {
+		se.a.inflight.setTask(era.TaskID(result), c.to) // CreateTaskResult is flat
 	}
 	if c.to.side().era() == era.Modern {
 		return result, errObj, false // it asks no input of its own: nothing is held
 	}
-	id, kept := a.inflight.outcome(c, result, errObj)
+	id, kept := se.a.inflight.outcome(c, result, errObj)
 	if kept {
 		return nil, nil, true
 	}
 	c.fromID = id
-	if errObj != nil && c.req != nil && era.InputMethods[c.method] && a.urlRequired(id, c, errObj) {
+	if errObj != nil && c.req != nil && era.InputMethods[c.method] && se.urlRequired(id, c, errObj) {
 		return nil, nil, true
 	}
 	return result, errObj, false
 }
 
 // end answers the legacy servers' requests that wait for a request of the client's to ride on.
-func (m *modernClient) end() { m.a.unpark("the client's session ended") }
+func (m *modernClient) end() { m.se.unpark("the client's session ended") }
 
 // startModern starts the session of a modern client from its first request: the servers are
 // initialized with what the request's _meta says of the client (as initialize would), and what
 // discover answers is made. On failure (no server could start) the request is answered with
 // the error and the session ends.
-func (a *Aggregator) startModern(req *jsonrpc.Request) bool {
-	side := &modernClient{a: a}
+func (se *session) startModern(req *jsonrpc.Request) bool {
+	side := &modernClient{se: se}
 	env, errObj := side.envelope(req.Params)
 	if errObj != nil {
-		a.answerClient(req.ID, nil, errObj)
+		se.answerClient(req.ID, nil, errObj)
 		return false
 	}
 	var info struct {
@@ -200,17 +200,17 @@ func (a *Aggregator) startModern(req *jsonrpc.Request) bool {
 	}
 	_ = json.Unmarshal(env.Info, &info)
 	cs := &clientSession{side: side, version: env.Version, caps: env.Caps, info: env.Info, name: info.Name, clientVersion: info.Version}
-	a.log.Debug("client's first request", "method", req.Method, "client", cs.name, "version", cs.clientVersion, "protocol", cs.version)
-	instructions, err := a.startup(context.Background(), cs)
+	se.a.log.Debug("client's first request", "method", req.Method, "client", cs.name, "version", cs.clientVersion, "protocol", cs.version)
+	instructions, err := se.a.startup(context.Background(), se, cs)
 	if err != nil {
-		a.startErr = err
-		a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: %v", err))
+		se.a.startErr = err
+		se.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: %v", err))
 		return false
 	}
 	var caps map[string]json.RawMessage
-	_ = json.Unmarshal(a.caps, &caps)
+	_ = json.Unmarshal(se.a.caps, &caps)
 	delete(caps, "tasks") // the legacy tasks; the tasks extension is offered in extensions
-	a.discover = era.DiscoverResult(caps, instructions, a.selfInfo())
+	se.discover = era.DiscoverResult(caps, instructions, se.a.selfInfo())
 	// Nothing waits for an initialized notification.
 	side.ready()
 	return true
@@ -226,7 +226,7 @@ func outsideRequest(method, why string) json.RawMessage {
 
 // offersTasksExtension reports whether the aggregator offers the tasks extension (some server
 // does).
-func (a *Aggregator) offersTasksExtension() bool {
-	es, ee, ok := rawjson.Member(a.caps, "extensions")
-	return ok && rawjson.Has(a.caps[es:ee], era.TasksExtension)
+func (se *session) offersTasksExtension() bool {
+	es, ee, ok := rawjson.Member(se.a.caps, "extensions")
+	return ok && rawjson.Has(se.a.caps[es:ee], era.TasksExtension)
 }

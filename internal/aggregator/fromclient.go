@@ -1,12 +1,19 @@
 package aggregator
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
@@ -27,37 +34,135 @@ import (
 //	an answer                 to the server's request in flight with its ID
 //	a line that is not a message   a JSON-RPC error, and the session goes on
 
+// session is the client's session: the connection to the client, what it said of itself and
+// what it set up, and the handling of its messages. It reaches the servers through its
+// aggregator (a); the aggregator reaches it through the clientSink (sides.go) alone.
+type session struct {
+	a      *Aggregator
+	client *stdio.Conn
+	// toServers holds what is relayed to the servers while the client's input has more
+	// messages buffered, toClientBurst what is relayed to the client while a server's has: each
+	// burst is written at once (stdio.Burst).
+	toServers, toClientBurst stdio.Burst
+	sdk                      *sdkConn
+	queue                    clientQueue // what waits for the client to be ready
+	notify                   *debouncer
+	setup                    clientSetup // what the client set up on the servers, for their new processes
+	// streamsMu orders what is written on a modern client's listen streams: a stream's
+	// acknowledgement before its notifications (streams.go).
+	streamsMu sync.Mutex
+
+	// hello is what the client said of itself (in initialize, or its first modern request),
+	// published once it is answered; initializing is the same while the SDK answers it (read
+	// by its middleware only).
+	hello        atomic.Pointer[clientSession]
+	initializing *clientSession
+	// discover is the answer to a modern client's server/discover (clientmodern.go).
+	discover json.RawMessage
+	stateKey [32]byte // the HMAC key of the requestStates the session mints (suspend.go)
+}
+
+func newSession(a *Aggregator) *session {
+	se := &session{a: a, stateKey: newStateKey()}
+	// Created before any watcher can trigger it; it sends only once the client has said it
+	// is initialized (the queue is flushed after Serve has connected the client).
+	se.notify = newDebouncer(10*time.Millisecond, func(method string) {
+		if side := se.side(); side != nil && se.queue.isReady() {
+			side.listChanged(method)
+		}
+	})
+	return se
+}
+
+// drainOnEOF is how long, after the client closed its input, the answers to its last requests
+// are still awaited before shutting down.
+const drainOnEOF = 5 * time.Second
+
+// serve serves the catalog to the client over in and out until in ends, ctx is cancelled or
+// the connection fails.
+func (se *session) serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	se.client = stdio.New(in, out, &stdio.Options{
+		MaxMessageSize: se.a.opts.MaxMessageSize,
+		DrainOnEOF:     drainOnEOF,
+		Batches:        se.batches,
+		Burst:          &se.toServers,
+		HeldBy:         &se.toClientBurst,
+		NeverWait:      se.a.opts.Hosted,
+	})
+	se.sdk = newSDKConn(se.client)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcp-simple-aggregator", Version: se.a.opts.Version}, &mcp.ServerOptions{
+		SupportedProtocolVersions: era.VersionsOf(era.Legacy),
+		Logger:                    slog.New(slog.DiscardHandler),
+	})
+	srv.AddReceivingMiddleware(se.initializeMiddleware)
+	session, err := srv.Connect(ctx, se.sdk, nil)
+	if err != nil {
+		return err
+	}
+	go se.readClient()
+	done := make(chan error, 1)
+	go func() { done <- session.Wait() }()
+	select {
+	case err = <-done:
+	case err = <-se.a.fault:
+	case <-ctx.Done():
+		// Not session.Close: it waits for the reader, and a read of stdin cannot be
+		// interrupted. The program exits once the servers are stopped.
+		err = ctx.Err()
+	}
+	select {
+	case fault := <-se.a.fault: // the end of input it caused came first
+		err = fault
+	default:
+	}
+	if side := se.side(); side != nil {
+		side.end() // what waits for the client is answered: it will not be
+	}
+	if se.a.opts.Hosted {
+		// What was written to the client reaches it before the shared process lets go of
+		// its pipe (a background writer may still be writing: NeverWait).
+		_ = se.client.Close()
+	}
+	if se.a.startErr != nil {
+		return se.a.startErr
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
 // clientRequests are the client's requests the aggregator handles itself; the list methods
 // are added from the list kinds (catalog.go). Filled in init: a request held during a reload is
 // dispatched again through it.
-var clientRequests map[string]func(a *Aggregator, req *jsonrpc.Request)
+var clientRequests map[string]func(se *session, req *jsonrpc.Request)
 
 func init() {
-	clientRequests = map[string]func(a *Aggregator, req *jsonrpc.Request){
-		"tools/call":            func(a *Aggregator, req *jsonrpc.Request) { a.callNamed(req, kindTools) },
-		"prompts/get":           func(a *Aggregator, req *jsonrpc.Request) { a.callNamed(req, kindPrompts) },
-		"resources/read":        (*Aggregator).callResource,
-		"resources/subscribe":   (*Aggregator).callResource,
-		"resources/unsubscribe": (*Aggregator).callResource,
-		"completion/complete":   (*Aggregator).callCompletion,
-		"logging/setLevel":      (*Aggregator).setLevel,
-		"tasks/get":             (*Aggregator).callTask,
-		"tasks/result":          (*Aggregator).callTask,
-		"tasks/cancel":          (*Aggregator).callTask,
-		"tasks/list":            (*Aggregator).listTasks,
+	clientRequests = map[string]func(se *session, req *jsonrpc.Request){
+		"tools/call":            func(se *session, req *jsonrpc.Request) { se.callNamed(req, kindTools) },
+		"prompts/get":           func(se *session, req *jsonrpc.Request) { se.callNamed(req, kindPrompts) },
+		"resources/read":        (*session).callResource,
+		"resources/subscribe":   (*session).callResource,
+		"resources/unsubscribe": (*session).callResource,
+		"completion/complete":   (*session).callCompletion,
+		"logging/setLevel":      (*session).setLevel,
+		"tasks/get":             (*session).callTask,
+		"tasks/result":          (*session).callTask,
+		"tasks/cancel":          (*session).callTask,
+		"tasks/list":            (*session).listTasks,
 	}
 	for k := range numKinds {
-		clientRequests[kinds[k].method] = (*Aggregator).answerList
+		clientRequests[kinds[k].method] = (*session).answerList
 	}
 }
 
 // clientNotifications handle the client's notifications; a handler that returns false passes
 // the notification on to the SDK's session.
-var clientNotifications = map[string]func(a *Aggregator, m *jsonrpc.Request) bool{
-	"notifications/initialized":        (*Aggregator).clientReady,
-	"notifications/cancelled":          (*Aggregator).clientCancelled,
-	"notifications/progress":           (*Aggregator).clientProgress,
-	"notifications/roots/list_changed": (*Aggregator).broadcast,
+var clientNotifications = map[string]func(se *session, m *jsonrpc.Request) bool{
+	"notifications/initialized":        (*session).clientReady,
+	"notifications/cancelled":          (*session).clientCancelled,
+	"notifications/progress":           (*session).clientProgress,
+	"notifications/roots/list_changed": (*session).broadcast,
 }
 
 // clientSession is what the client said of itself: in initialize, or in its first modern
@@ -83,21 +188,21 @@ func (cs *clientSession) label() string {
 
 // batches reports whether the client may send JSON-RPC batches: in protocol versions before
 // 2025-06-18, which removed them (2025-03-26 requires receiving them), once initialized.
-func (a *Aggregator) batches() bool {
-	cs := a.session.Load()
+func (se *session) batches() bool {
+	cs := se.hello.Load()
 	return cs != nil && cs.version < "2025-06-18"
 }
 
 // readClient reads the client's messages until its stdin ends.
-func (a *Aggregator) readClient() {
-	defer a.sdk.endInput()
-	defer a.client.EndBurst()
-	defer a.contain("the reading of the client's messages") // first: before the input ends
+func (se *session) readClient() {
+	defer se.sdk.endInput()
+	defer se.client.EndBurst()
+	defer se.a.contain("the reading of the client's messages") // first: before the input ends
 	for {
-		msg, err := a.client.Read()
+		msg, err := se.client.Read()
 		var bad *stdio.BadLineError
 		if errors.As(err, &bad) {
-			a.badClientLine(bad)
+			se.badClientLine(bad)
 			continue
 		}
 		if err != nil {
@@ -105,44 +210,44 @@ func (a *Aggregator) readClient() {
 		}
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
-			a.clientAnswer(m)
+			se.clientAnswer(m)
 		case *jsonrpc.Request:
-			if a.panicOn != "" && m.Method == a.panicOn {
+			if se.a.panicOn != "" && m.Method == se.a.panicOn {
 				panic("a fault injected for " + m.Method + " (" + faultPanicVar + ")")
 			}
-			a.clientRequest(m)
-			if a.startErr != nil {
+			se.clientRequest(m)
+			if se.a.startErr != nil {
 				return // no server could start: the session ends
 			}
 		}
 	}
 }
 
-func (a *Aggregator) clientRequest(m *jsonrpc.Request) {
-	side := a.side()
+func (se *session) clientRequest(m *jsonrpc.Request) {
+	side := se.side()
 	if side == nil {
 		switch {
 		case m.Method == "initialize" && m.IsCall():
-			a.initialize(m) // sdk.go
+			se.initialize(m) // sdk.go
 			return
 		case m.IsCall() && era.Opens(m.Method, m.Params):
-			if !a.startModern(m) {
+			if !se.startModern(m) {
 				return
 			}
-			side = a.side()
+			side = se.side()
 		case m.IsCall() && m.Method != "ping":
 			// Neither era's: the modern envelope is missing (the SDK would answer with code 0).
-			a.answerClient(m.ID, nil, era.EnvelopeError(era.MetaProtocolVersion, "missing"))
+			se.answerClient(m.ID, nil, era.EnvelopeError(era.MetaProtocolVersion, "missing"))
 			return
 		default:
-			a.sdk.deliver(m) // ping, and notifications, before initialize
+			se.sdk.deliver(m) // ping, and notifications, before initialize
 			return
 		}
 	}
 	if m.IsCall() {
 		side.request(m)
 	} else if !side.notification(m) {
-		a.sdk.deliver(m)
+		se.sdk.deliver(m)
 	}
 }
 
@@ -167,13 +272,13 @@ func strictClient(name string) string {
 
 // badClientLine answers a line from the client that is not a JSON-RPC message with the
 // JSON-RPC error for it, and the session goes on.
-func (a *Aggregator) badClientLine(bad *stdio.BadLineError) {
+func (se *session) badClientLine(bad *stdio.BadLineError) {
 	line := bad.Line
 	code, msg := jsonrpc.CodeInvalidRequest, "Invalid Request: "+bad.Err.Error()
 	id := json.RawMessage("null")
 	switch {
 	case errors.Is(bad, stdio.ErrTooLarge):
-		msg = fmt.Sprintf("Invalid Request: message larger than %d bytes (see --max-message-size)", a.opts.MaxMessageSize)
+		msg = fmt.Sprintf("Invalid Request: message larger than %d bytes (see --max-message-size)", se.a.opts.MaxMessageSize)
 		if pid, ok := stdio.TooLargeID(bad); ok {
 			id = stdio.IDJSON(pid)
 		}
@@ -181,7 +286,7 @@ func (a *Aggregator) badClientLine(bad *stdio.BadLineError) {
 		code, msg = jsonrpc.CodeParseError, "Parse error: the line is not valid JSON"
 	case strings.HasPrefix(string(line), "["):
 		// Batches are taken apart by the connection when the session allows them.
-		if cs := a.session.Load(); cs == nil {
+		if cs := se.hello.Load(); cs == nil {
 			msg = "Invalid Request: a JSON-RPC batch before initialize (initialize must be sent on its own)"
 		} else {
 			msg = fmt.Sprintf("Invalid Request: JSON-RPC batches are not part of protocol version %s (they were removed in 2025-06-18)", cs.version)
@@ -189,8 +294,8 @@ func (a *Aggregator) badClientLine(bad *stdio.BadLineError) {
 	default:
 		id = stdio.RequestID(line)
 	}
-	a.log.Warn("answered a malformed message from the client with an error", "code", code, "line", excerpt(line))
-	a.writeClient(stdio.Response(id, nil, rpcError(int64(code), nil, "%s", msg)))
+	se.a.log.Warn("answered a malformed message from the client with an error", "code", code, "line", excerpt(line))
+	se.writeClient(stdio.Response(id, nil, rpcError(int64(code), nil, "%s", msg)))
 }
 
 // clientCancelled takes the client's cancellation of one of its requests, at whatever stage it
@@ -198,25 +303,25 @@ func (a *Aggregator) badClientLine(bad *stdio.BadLineError) {
 // is never sent; asking the client for input, the input requests are cancelled at the client;
 // a subscriptions/listen stream, it is closed. A cancellation of no request of ours goes to
 // the SDK's session.
-func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
+func (se *session) clientCancelled(m *jsonrpc.Request) bool {
 	id, reason, ok := stdio.ParseCancel(m.Params)
 	if !ok {
 		return false
 	}
-	c := a.inflight.cancelled(nil, id)
+	c := se.a.inflight.cancelled(nil, id)
 	if c == nil {
 		return false
 	}
-	a.auditCancelled(c)
+	se.a.auditCancelled(c)
 	switch {
 	case c.stage == held:
-		a.log.Debug("the client cancelled a call held for its server: it is not sent", "method", c.method, "server", c.key)
+		se.a.log.Debug("the client cancelled a call held for its server: it is not sent", "method", c.method, "server", c.key)
 	case c.stage == asking:
 		c.chain.stop()
 	case c.stage == fanning:
 		c.stop(cancelReason(reason))
 	case c.stream != nil:
-		a.unlisten(c)
+		se.unlisten(c)
 	case c.to != nil:
 		c.to.conn.Send(nil, stdio.Cancelled(c.toID, reason)...)
 	}
@@ -225,12 +330,12 @@ func (a *Aggregator) clientCancelled(m *jsonrpc.Request) bool {
 
 // clientProgress passes the client's progress notification for a server's request to that
 // server, with the server's own token.
-func (a *Aggregator) clientProgress(m *jsonrpc.Request) bool {
+func (se *session) clientProgress(m *jsonrpc.Request) bool {
 	start, end, ok := rawjson.Member(m.Params, "progressToken")
 	if !ok {
 		return false
 	}
-	c := a.inflight.progress(nil, m.Params[start:end])
+	c := se.a.inflight.progress(nil, m.Params[start:end])
 	if c == nil {
 		return false
 	}
@@ -243,8 +348,8 @@ func (a *Aggregator) clientProgress(m *jsonrpc.Request) bool {
 }
 
 // broadcast sends the client's notification to every server that is up.
-func (a *Aggregator) broadcast(m *jsonrpc.Request) bool {
-	for _, s := range a.servingServers() {
+func (se *session) broadcast(m *jsonrpc.Request) bool {
+	for _, s := range se.a.servingServers() {
 		s.conn.Send(nil, stdio.Notification(m.Method, m.Params)...)
 	}
 	return true

@@ -63,11 +63,11 @@ func (ch *inputChain) advance(params json.RawMessage) bool {
 
 // fulfil carries one input_required result of s for the leg c: the client is asked every input
 // request, then the request is retried with the answers.
-func (a *Aggregator) fulfil(c *call, s *server, result json.RawMessage) {
+func (se *session) fulfil(c *call, s *server, result json.RawMessage) {
 	ch := c.chain
 	requests, state, err := era.ReadInputRequired(result)
 	if err != nil {
-		a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q answered %s with a malformed input_required result: %v", s.key, c.what(), err))
+		se.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q answered %s with a malformed input_required result: %v", s.key, c.what(), err))
 		return
 	}
 	ch.mu.Lock()
@@ -75,27 +75,27 @@ func (a *Aggregator) fulfil(c *call, s *server, result json.RawMessage) {
 	rounds := ch.rounds
 	ch.mu.Unlock()
 	if rounds > maxInputRounds {
-		a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q asked for input more than %d times while %s; mcp-simple-aggregator gave up", s.key, maxInputRounds, c.what()))
+		se.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q asked for input more than %d times while %s; mcp-simple-aggregator gave up", s.key, maxInputRounds, c.what()))
 		return
 	}
-	if !a.inflight.ask(c) { // the client's cancellation finds it meanwhile
+	if !se.a.inflight.ask(c) { // the client's cancellation finds it meanwhile
 		return
 	}
-	responses, ok := a.askAll(c, s, requests)
-	if !ok || !a.inflight.take(c) {
+	responses, ok := se.askAll(c, s, requests)
+	if !ok || !se.a.inflight.take(c) {
 		return // answered already, or cancelled
 	}
 	params := era.RetryParams(ch.params, responses, state)
 	leg := &call{to: s, fromID: c.fromID, method: c.method, doing: c.doing, subject: c.subject, req: c.req, label: c.label, value: c.value,
 		chain: ch, start: c.start, args: c.args, enveloped: true}
-	if a.sendToServer(leg, tokenOf(params), params) != addOK {
-		a.answerClient(c.fromID, nil, serverGone(c, s.key, "stopped serving", ""))
+	if se.a.sendToServer(leg, tokenOf(params), params) != addOK {
+		se.answerClient(c.fromID, nil, serverGone(c, s.key, "stopped serving", ""))
 	}
 }
 
 // askAll asks the client the input requests of s for c, in key order, and returns the answers
 // by key; false when c was answered here (with the error that ended it) or cancelled.
-func (a *Aggregator) askAll(c *call, s *server, requests map[string]era.InputRequest) (map[string]json.RawMessage, bool) {
+func (se *session) askAll(c *call, s *server, requests map[string]era.InputRequest) (map[string]json.RawMessage, bool) {
 	responses := make(map[string]json.RawMessage, len(requests))
 	for _, key := range slices.Sorted(func(yield func(string) bool) {
 		for k := range requests {
@@ -106,8 +106,8 @@ func (a *Aggregator) askAll(c *call, s *server, requests map[string]era.InputReq
 	}) {
 		in := requests[key]
 		fail := func(errObj json.RawMessage) (map[string]json.RawMessage, bool) {
-			if a.inflight.take(c) {
-				a.answerClient(c.fromID, nil, errObj)
+			if se.a.inflight.take(c) {
+				se.answerClient(c.fromID, nil, errObj)
 			}
 			return nil, false
 		}
@@ -115,12 +115,12 @@ func (a *Aggregator) askAll(c *call, s *server, requests map[string]era.InputReq
 		if !ok {
 			return fail(rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q asked for input by %q while %s, which is not an input request (elicitation/create, sampling/createMessage, roots/list)", s.key, in.Method, c.what()))
 		}
-		if errObj := a.clientRefuses(in.Method, in.Params); errObj != nil {
+		if errObj := se.clientRefuses(in.Method, in.Params); errObj != nil {
 			var e jsonrpc.Error
 			_ = json.Unmarshal(errObj, &e)
 			return fail(rpcError(e.Code, nil, "server %q needs %s (the %q capability) while %s: %s", s.key, in.Method, capability, c.what(), e.Message))
 		}
-		res, errObj, end := a.askClient(c.chain, s, in.Method, in.Params)
+		res, errObj, end := se.askClient(c.chain, s, in.Method, in.Params)
 		switch end {
 		case askCancelled:
 			return nil, false // the client no longer waits
@@ -128,7 +128,7 @@ func (a *Aggregator) askAll(c *call, s *server, requests map[string]era.InputReq
 			return fail(serverGone(c, s.key, "went down", ""))
 		}
 		if errObj != nil {
-			return fail(rpcError(jsonrpc.CodeInternalError, errObj, "Internal error: %s answered the %s of server %q with an error (while %s)", a.session.Load().label(), in.Method, s.key, c.what()))
+			return fail(rpcError(jsonrpc.CodeInternalError, errObj, "Internal error: %s answered the %s of server %q with an error (while %s)", se.hello.Load().label(), in.Method, s.key, c.what()))
 		}
 		responses[key] = res
 	}
@@ -144,28 +144,28 @@ const (
 
 // askClient sends the legacy client one input request of s for the chain ch, and waits for its
 // answer, or for the client to cancel its request, or for s to go away.
-func (a *Aggregator) askClient(ch *inputChain, s *server, method string, params json.RawMessage) (result, errObj json.RawMessage, end int) {
+func (se *session) askClient(ch *inputChain, s *server, method string, params json.RawMessage) (result, errObj json.RawMessage, end int) {
 	type answer struct{ result, errObj json.RawMessage }
 	got := make(chan answer, 1)
 	q := &call{method: method, doing: method, done: func(r, e json.RawMessage) { got <- answer{r, e} }}
-	if _, res := a.inflight.add(q, nil); res != addOK {
+	if _, res := se.a.inflight.add(q, nil); res != addOK {
 		return nil, nil, askCancelled
 	}
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
-	a.writeClient(stdio.Request(q.toID, method, params))
+	se.writeClient(stdio.Request(q.toID, method, params))
 	select {
 	case ans := <-got:
 		return ans.result, ans.errObj, askAnswered
 	case <-ch.cancel:
-		if a.inflight.take(q) {
-			a.toClient(stdio.Cancelled(q.toID, "the client cancelled the request that needed it"))
+		if se.a.inflight.take(q) {
+			se.toClient(stdio.Cancelled(q.toID, "the client cancelled the request that needed it"))
 		}
 		return nil, nil, askCancelled
 	case <-s.retired:
-		if a.inflight.take(q) {
-			a.toClient(stdio.Cancelled(q.toID, fmt.Sprintf("server %q went down", s.key)))
+		if se.a.inflight.take(q) {
+			se.toClient(stdio.Cancelled(q.toID, fmt.Sprintf("server %q went down", s.key)))
 		}
 		return nil, nil, askServerGone
 	}

@@ -35,20 +35,20 @@ func scanParams(params json.RawMessage, key string) (keyStart, keyEnd, metaStart
 
 // callNamed forwards tools/call or prompts/get to the owner of the named tool or prompt, with
 // the name the server knows it by.
-func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
+func (se *session) callNamed(req *jsonrpc.Request, k kind) {
 	what, doing := "tool", "calling tool %q"
 	if k == kindPrompts {
 		what, doing = "prompt", "getting prompt %q"
 	}
 	ns, ne, ms, me, ok := scanParams(req.Params, "name")
 	if !ok || ns < 0 {
-		a.answerClient(req.ID, nil, invalidParams("%s needs params with the %s's name", req.Method, what))
+		se.answerClient(req.ID, nil, invalidParams("%s needs params with the %s's name", req.Method, what))
 		return
 	}
-	if k == kindTools && a.opts.ToolSearch && a.callOwnTool(req) {
+	if k == kindTools && se.a.opts.ToolSearch && se.callOwnTool(req) {
 		return
 	}
-	cat := a.catalog.Load()
+	cat := se.a.catalog.Load()
 	var e entry
 	var name string
 	if raw, plain := rawjson.String(req.Params[ns:ne]); plain {
@@ -59,67 +59,67 @@ func (a *Aggregator) callNamed(req *jsonrpc.Request, k kind) {
 	} else if name, ok = rawjson.Decode(req.Params[ns:ne]); ok {
 		e, ok = cat.named(k, []byte(name))
 	} else {
-		a.answerClient(req.ID, nil, invalidParams("the %s name is not a string: %.80s", what, req.Params[ns:ne]))
+		se.answerClient(req.ID, nil, invalidParams("the %s name is not a string: %.80s", what, req.Params[ns:ne]))
 		return
 	}
 	if !ok {
-		a.refuse(req, cat, k, name, false) // unknown.go
+		se.a.refuse(req, cat, k, name, false) // unknown.go
 		return
 	}
 	// A call that asks for a task is answered with the task: its owner is noted then. The
 	// extra scan is made only when some server offers tasks.
-	task := k == kindTools && a.tasksCaps != nil && rawjson.Has(req.Params, "task")
+	task := k == kindTools && se.a.tasksCaps != nil && rawjson.Has(req.Params, "task")
 	c := &call{to: e.server, doing: doing, subject: e.original, task: task, label: what, value: e.exposed}
-	a.forward(req, c, progressToken(req.Params, ms, me), req.Params[:ns], e.quoted, req.Params[ne:])
+	se.forward(req, c, progressToken(req.Params, ms, me), req.Params[:ns], e.quoted, req.Params[ne:])
 }
 
 // callResource forwards resources/read, subscribe and unsubscribe to the owner of the URI.
-func (a *Aggregator) callResource(req *jsonrpc.Request) {
-	uri, token, ok := a.stringParam(req, "uri")
+func (se *session) callResource(req *jsonrpc.Request) {
+	uri, token, ok := se.stringParam(req, "uri")
 	if !ok {
 		return
 	}
-	cat := a.catalog.Load()
+	cat := se.a.catalog.Load()
 	if text, own := cat.instructions[uri]; own {
 		// A server's full instructions: answered here, never routed.
 		if req.Method != "resources/read" {
-			a.answerClient(req.ID, json.RawMessage(`{}`), nil) // they never change
+			se.answerClient(req.ID, json.RawMessage(`{}`), nil) // they never change
 			return
 		}
 		result := marshal(map[string]any{"contents": []map[string]string{{"uri": uri, "mimeType": "text/markdown", "text": text}}})
-		a.writeAnswer(req.ID, req.Method, era.Legacy, result, nil) // stale at once: a reload may change them
+		se.writeAnswer(req.ID, req.Method, era.Legacy, result, nil) // stale at once: a reload may change them
 		return
 	}
 	if strings.HasPrefix(uri, instructionsPrefix) {
-		a.answerClient(req.ID, nil, resourceNotFound(uri, "no server with this key gives instructions (the key is percent-encoded)"))
+		se.answerClient(req.ID, nil, resourceNotFound(uri, "no server with this key gives instructions (the key is percent-encoded)"))
 		return
 	}
 	_, withheld := cat.withheldAs(kindResources, uri)
 	s, _ := cat.resourceOwner(uri)
 	if s == nil || withheld && cat.resources[uri] == nil {
-		a.refuse(req, cat, kindResources, uri, false) // unknown.go
+		se.a.refuse(req, cat, kindResources, uri, false) // unknown.go
 		return
 	}
 	if req.Method != "resources/read" {
-		a.setup.subscribed(req.Method, uri, s.key) // subscribed again on its new processes
+		se.setup.subscribed(req.Method, uri, s.key) // subscribed again on its new processes
 		if s.side().subscribeFor(req, s, uri) {
 			return // a modern server's listen carries it (servermodern.go)
 		}
 	}
-	a.forward(req, &call{to: s, doing: req.Method + " of %q", subject: uri, label: "uri", value: uri}, token, req.Params)
+	se.forward(req, &call{to: s, doing: req.Method + " of %q", subject: uri, label: "uri", value: uri}, token, req.Params)
 }
 
 // stringParam reads the string member key of a request's params, and the progress token in
 // its _meta; when the member is missing or not a string, it answers the request with an error
 // and reports false.
-func (a *Aggregator) stringParam(req *jsonrpc.Request, key string) (value string, token []byte, ok bool) {
+func (se *session) stringParam(req *jsonrpc.Request, key string) (value string, token []byte, ok bool) {
 	vs, ve, ms, me, ok := scanParams(req.Params, key)
 	if !ok || vs < 0 {
-		a.answerClient(req.ID, nil, invalidParams("%s needs params with a %s", req.Method, key))
+		se.answerClient(req.ID, nil, invalidParams("%s needs params with a %s", req.Method, key))
 		return "", nil, false
 	}
 	if value, ok = rawjson.Decode(req.Params[vs:ve]); !ok {
-		a.answerClient(req.ID, nil, invalidParams("the %s is not a string: %.80s", key, req.Params[vs:ve]))
+		se.answerClient(req.ID, nil, invalidParams("the %s is not a string: %.80s", key, req.Params[vs:ve]))
 		return "", nil, false
 	}
 	return value, progressToken(req.Params, ms, me), true
@@ -127,16 +127,16 @@ func (a *Aggregator) stringParam(req *jsonrpc.Request, key string) (value string
 
 // callCompletion forwards completion/complete to the owner of the prompt (renamed) or of the
 // resource template.
-func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
+func (se *session) callCompletion(req *jsonrpc.Request) {
 	rs, re, ms, me, ok := scanParams(req.Params, "ref")
 	if !ok || rs < 0 {
-		a.answerClient(req.ID, nil, invalidParams("completion/complete needs params with a ref"))
+		se.answerClient(req.ID, nil, invalidParams("completion/complete needs params with a ref"))
 		return
 	}
 	ref := req.Params[rs:re]
 	typ, _ := rawjson.StringMember(ref, "type")
 	token := progressToken(req.Params, ms, me)
-	cat := a.catalog.Load()
+	cat := se.a.catalog.Load()
 	switch typ {
 	case "ref/prompt":
 		ns, ne, found := rawjson.Member(ref, "name")
@@ -145,20 +145,20 @@ func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
 			name, ok = rawjson.Decode(ref[ns:ne])
 		}
 		if !ok {
-			a.answerClient(req.ID, nil, invalidParams("completion/complete: the ref has no prompt name"))
+			se.answerClient(req.ID, nil, invalidParams("completion/complete: the ref has no prompt name"))
 			return
 		}
 		e, found := cat.prompts[name]
 		if !found {
-			a.refuse(req, cat, kindPrompts, name, false) // unknown.go
+			se.a.refuse(req, cat, kindPrompts, name, false) // unknown.go
 			return
 		}
 		c := &call{to: e.server, doing: "completing prompt %q", subject: e.original, label: "prompt", value: name}
-		a.forward(req, c, token, req.Params[:rs], ref[:ns], e.quoted, ref[ne:], req.Params[re:])
+		se.forward(req, c, token, req.Params[:rs], ref[:ns], e.quoted, ref[ne:], req.Params[re:])
 	case "ref/resource":
 		uri, ok := rawjson.StringMember(ref, "uri")
 		if !ok {
-			a.answerClient(req.ID, nil, invalidParams("completion/complete: the ref has no uri"))
+			se.answerClient(req.ID, nil, invalidParams("completion/complete: the ref has no uri"))
 			return
 		}
 		s := cat.templateOwner[uri]
@@ -166,78 +166,78 @@ func (a *Aggregator) callCompletion(req *jsonrpc.Request) {
 			s, _ = cat.resourceOwner(uri)
 		}
 		if s == nil {
-			a.refuse(req, cat, kindResources, uri, false) // unknown.go
+			se.a.refuse(req, cat, kindResources, uri, false) // unknown.go
 			return
 		}
-		a.forward(req, &call{to: s, doing: "completing %q", subject: uri, label: "uri", value: uri}, token, req.Params)
+		se.forward(req, &call{to: s, doing: "completing %q", subject: uri, label: "uri", value: uri}, token, req.Params)
 	default:
-		a.answerClient(req.ID, nil, invalidParams("completion/complete: unknown ref type %q", typ))
+		se.answerClient(req.ID, nil, invalidParams("completion/complete: unknown ref type %q", typ))
 	}
 }
 
 // callTask forwards tasks/get, tasks/result and tasks/cancel to the server that owns the task.
-func (a *Aggregator) callTask(req *jsonrpc.Request) {
-	if a.tasksCaps == nil {
-		a.answerClient(req.ID, nil, methodNotFound("no server offers tasks"))
+func (se *session) callTask(req *jsonrpc.Request) {
+	if se.a.tasksCaps == nil {
+		se.answerClient(req.ID, nil, methodNotFound("no server offers tasks"))
 		return
 	}
-	a.routeTask(req)
+	se.routeTask(req)
 }
 
 // routeTask forwards a request about a task to the server that owns it.
-func (a *Aggregator) routeTask(req *jsonrpc.Request) {
-	id, token, ok := a.stringParam(req, "taskId")
+func (se *session) routeTask(req *jsonrpc.Request) {
+	id, token, ok := se.stringParam(req, "taskId")
 	if !ok {
 		return
 	}
-	s := a.inflight.task(id)
+	s := se.a.inflight.task(id)
 	if s == nil {
-		a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Task not found: %s (no server reported a task with this ID, or its server went down)", id))
+		se.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInvalidParams, nil, "Task not found: %s (no server reported a task with this ID, or its server went down)", id))
 		return
 	}
-	a.forward(req, &call{to: s, doing: req.Method + " of task %q", subject: id, label: "task", value: id}, token, req.Params)
+	se.forward(req, &call{to: s, doing: req.Method + " of task %q", subject: id, label: "task", value: id}, token, req.Params)
 }
 
 // answerList answers a list request from the catalog: the whole list is one page.
-func (a *Aggregator) answerList(req *jsonrpc.Request) {
+func (se *session) answerList(req *jsonrpc.Request) {
 	k := kindTools
 	for i := range numKinds {
 		if kinds[i].method == req.Method {
 			k = i
 		}
 	}
-	if !a.checkNoCursor(req) {
+	if !se.checkNoCursor(req) {
 		return
 	}
-	if k == kindTools && a.opts.ToolSearch {
-		cat := a.catalog.Load()
-		a.answerClient(req.ID, era.List(cat.era, cat.searching().list, cat.hints[kindTools]), nil)
+	if k == kindTools && se.a.opts.ToolSearch {
+		cat := se.a.catalog.Load()
+		se.answerClient(req.ID, era.List(cat.era, cat.searching().list, cat.hints[kindTools]), nil)
 		return
 	}
-	a.answerClient(req.ID, a.catalog.Load().lists[k], nil)
+	se.answerClient(req.ID, se.a.catalog.Load().lists[k], nil)
 }
 
 // checkNoCursor answers a list request whose params are not an object or carry a cursor with
 // an error, and reports whether the request is fine: the aggregator's lists are always one
 // page, so it never handed out a cursor.
-func (a *Aggregator) checkNoCursor(req *jsonrpc.Request) bool {
+func (se *session) checkNoCursor(req *jsonrpc.Request) bool {
 	p := req.Params
 	if len(p) == 0 || string(p) == "null" {
 		return true
 	}
 	cs, ce, _, _, ok := scanParams(p, "cursor")
 	if !ok {
-		a.answerClient(req.ID, nil, invalidParams("%s: params must be an object", req.Method))
+		se.answerClient(req.ID, nil, invalidParams("%s: params must be an object", req.Method))
 		return false
 	}
 	if cs >= 0 {
 		cursor, ok := rawjson.Decode(p[cs:ce])
 		if !ok {
-			a.answerClient(req.ID, nil, invalidParams("%s: the cursor must be a string, not %.80s", req.Method, p[cs:ce]))
+			se.answerClient(req.ID, nil, invalidParams("%s: the cursor must be a string, not %.80s", req.Method, p[cs:ce]))
 			return false
 		}
 		if cursor != "" {
-			a.answerClient(req.ID, nil, invalidParams("invalid cursor %q", cursor))
+			se.answerClient(req.ID, nil, invalidParams("invalid cursor %q", cursor))
 			return false
 		}
 	}
@@ -246,17 +246,17 @@ func (a *Aggregator) checkNoCursor(req *jsonrpc.Request) bool {
 
 // setLevel passes logging/setLevel to every server that offers logging and answers once all
 // of them have: with the empty result when any accepted it, else with the first error.
-func (a *Aggregator) setLevel(req *jsonrpc.Request) {
-	a.setup.leveled(req.Params) // set again on the servers' new processes
+func (se *session) setLevel(req *jsonrpc.Request) {
+	se.setup.leveled(req.Params) // set again on the servers' new processes
 	var targets []*server
-	for _, s := range a.servingServers() {
+	for _, s := range se.a.servingServers() {
 		if s.offers("logging") && s.side().setsLevel() { // a modern one takes the level per request
 			targets = append(targets, s)
 		}
 	}
 	if len(targets) == 0 {
 		// Logging is offered whatever the servers do (a reload may add one that logs).
-		a.answerClient(req.ID, json.RawMessage(`{}`), nil)
+		se.answerClient(req.ID, json.RawMessage(`{}`), nil)
 		return
 	}
 	params := req.Params
@@ -264,8 +264,8 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 		params = json.RawMessage(`{}`)
 	}
 	errObjs := make([]json.RawMessage, len(targets))
-	a.fanOut(req, targets, "setting the log level", func(i int, s *server) func(context.Context) {
-		q := a.begin(s, req.Method, "setting the log level to %s", string(params), params)
+	se.a.fanOut(req, targets, "setting the log level", func(i int, s *server) func(context.Context) {
+		q := se.a.begin(s, req.Method, "setting the log level to %s", string(params), params)
 		return func(ctx context.Context) {
 			_, errObj, err := q.wait(ctx)
 			if errObj == nil && err != nil { // its server closed its output: it did not take the level
@@ -285,26 +285,26 @@ func (a *Aggregator) setLevel(req *jsonrpc.Request) {
 
 // listTasks answers tasks/list with the tasks of every server that lists them, every page of
 // each, in one page.
-func (a *Aggregator) listTasks(req *jsonrpc.Request) {
+func (se *session) listTasks(req *jsonrpc.Request) {
 	var targets []*server
-	if a.tasksCaps != nil {
-		for _, s := range a.servingServers() {
+	if se.a.tasksCaps != nil {
+		for _, s := range se.a.servingServers() {
 			if rawjson.Has(s.tasks, "list") {
 				targets = append(targets, s)
 			}
 		}
 	}
 	if len(targets) == 0 {
-		a.answerClient(req.ID, nil, methodNotFound("no server lists tasks"))
+		se.answerClient(req.ID, nil, methodNotFound("no server lists tasks"))
 		return
 	}
-	if !a.checkNoCursor(req) {
+	if !se.checkNoCursor(req) {
 		return
 	}
 	found := make([][]json.RawMessage, len(targets))
-	a.fanOut(req, targets, "listing the tasks", func(i int, s *server) func(context.Context) {
+	se.a.fanOut(req, targets, "listing the tasks", func(i int, s *server) func(context.Context) {
 		return func(ctx context.Context) {
-			tasks, err := a.listAll(ctx, s, "tasks/list", "tasks", nil)
+			tasks, err := se.a.listAll(ctx, s, "tasks/list", "tasks", nil)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("tasks/list failed; its tasks are left out of the list", "error", err)
@@ -313,7 +313,7 @@ func (a *Aggregator) listTasks(req *jsonrpc.Request) {
 			}
 			for _, t := range tasks {
 				id, _ := rawjson.StringMember(t, "taskId")
-				a.inflight.setTask(id, s)
+				se.a.inflight.setTask(id, s)
 			}
 			found[i] = tasks
 		}

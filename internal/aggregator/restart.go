@@ -81,7 +81,7 @@ func (a *Aggregator) report(level, msg string) {
 	} else {
 		a.log.Warn(msg)
 	}
-	a.clientLog(level, msg)
+	a.client.clientLog(level, msg)
 }
 
 // restart is a waiting slot's try, when its timer fires: a new process, its handshake, and the
@@ -212,9 +212,9 @@ func (a *Aggregator) hold(req *jsonrpc.Request, s *server) {
 	r.mu.Unlock()
 	switch {
 	case gone != "":
-		a.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", gone))
+		a.client.answerClient(req.ID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", gone))
 	case !expected:
-		a.clientRequest(req)
+		a.client.clientRequest(req)
 	default:
 		a.log.Debug("held until the server is back", "method", req.Method, "server", s.key)
 	}
@@ -229,7 +229,7 @@ func (a *Aggregator) heldTimeout(c *call) {
 		why = a.unavailable(sl)
 	}
 	a.roster.mu.Unlock()
-	a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil,
+	a.client.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil,
 		"Server unavailable: %s; it did not come back within the start-up timeout (--startup-timeout %v): try again later", why, a.opts.StartupTimeout))
 }
 

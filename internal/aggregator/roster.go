@@ -12,7 +12,6 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // The roster is the one table of the configured servers, by key, each in one state:
@@ -131,9 +130,9 @@ func (a *Aggregator) release(sl *slot) {
 			switch {
 			case !a.inflight.take(c): // cancelled meanwhile, or its wait ran out
 			case why == "":
-				a.clientRequest(c.req)
+				a.client.clientRequest(c.req)
 			default:
-				a.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", why))
+				a.client.answerClient(c.fromID, nil, rpcError(jsonrpc.CodeInternalError, nil, "Server unavailable: %s", why))
 			}
 		}
 	}()
@@ -242,7 +241,7 @@ func (a *Aggregator) announce(before, after *catalog) {
 	for k := range numKinds {
 		if string(before.lists[k]) != string(after.lists[k]) && !sent[kinds[k].changed] {
 			sent[kinds[k].changed] = true
-			a.notify.trigger(kinds[k].changed)
+			a.client.listChanged(kinds[k].changed)
 		}
 	}
 }
@@ -527,7 +526,7 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 		if c.to == s {
 			a.failWith(c, errFor(c))
 		} else if c.stage == sent {
-			a.toClient(stdio.Cancelled(c.toID, reason))
+			a.client.cancelRequest(c.toID, reason)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // initialize hands the client's initialize to the SDK's session and waits until it is
 // answered: requests the client sends right behind it (pipelined) are answered after it.
-func (a *Aggregator) initialize(m *jsonrpc.Request) {
+func (se *session) initialize(m *jsonrpc.Request) {
 	var p struct {
 		Capabilities map[string]json.RawMessage `json:"capabilities"`
 		ClientInfo   json.RawMessage            `json:"clientInfo"`
@@ -33,9 +33,9 @@ func (a *Aggregator) initialize(m *jsonrpc.Request) {
 		Version string `json:"version"`
 	}
 	_ = json.Unmarshal(p.ClientInfo, &info)
-	a.initializing = &clientSession{side: legacyClient{a}, caps: p.Capabilities, info: p.ClientInfo, name: info.Name, clientVersion: info.Version}
-	answered := a.sdk.await(m.ID)
-	a.sdk.deliver(m)
+	se.initializing = &clientSession{side: legacyClient{se}, caps: p.Capabilities, info: p.ClientInfo, name: info.Name, clientVersion: info.Version}
+	answered := se.sdk.await(m.ID)
+	se.sdk.deliver(m)
 	<-answered
 }
 
@@ -43,60 +43,60 @@ func (a *Aggregator) initialize(m *jsonrpc.Request) {
 // now, with what the client said of itself (startup), and the answer carries the union of
 // their capabilities (with tasks, which the SDK's types cannot carry) and their combined
 // instructions. Then the client's session is published.
-func (a *Aggregator) initializeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (se *session) initializeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "initialize" {
 			return next(ctx, method, req)
 		}
 		res, err := next(ctx, method, req)
 		ir, ok := res.(*mcp.InitializeResult)
-		if err != nil || !ok || a.initializing == nil {
+		if err != nil || !ok || se.initializing == nil {
 			return res, err
 		}
-		cs := a.initializing
+		cs := se.initializing
 		cs.version = ir.ProtocolVersion
-		a.log.Debug("client initialized", "client", cs.name, "version", cs.clientVersion, "protocol", cs.version)
-		if a.session.Load() != nil {
+		se.a.log.Debug("client initialized", "client", cs.name, "version", cs.clientVersion, "protocol", cs.version)
+		if se.hello.Load() != nil {
 			// After a modern request (the client's probe): the servers run already.
-			ir.Instructions = a.instructions
-			a.legacyAfterModern(cs)
-			return &rawResult{raw: a.initializeResult(ir)}, nil
+			ir.Instructions = se.a.instructions
+			se.legacyAfterModern(cs)
+			return &rawResult{raw: se.initializeResult(ir)}, nil
 		}
-		instructions, err := a.startup(context.Background(), cs)
+		instructions, err := se.a.startup(context.Background(), se, cs)
 		if err != nil {
-			a.startErr = err
+			se.a.startErr = err
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: " + err.Error()}
 		}
 		ir.Instructions = instructions
-		return &rawResult{raw: a.initializeResult(ir)}, nil
+		return &rawResult{raw: se.initializeResult(ir)}, nil
 	}
 }
 
 // legacyAfterModern makes the session legacy when a client that began with a modern request
 // (a server/discover probe) sends initialize: the catalog is checked against the legacy
 // schema again, and the client, which has seen no list yet, is not told of it.
-func (a *Aggregator) legacyAfterModern(cs *clientSession) {
-	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
-	r := &a.roster
+func (se *session) legacyAfterModern(cs *clientSession) {
+	se.a.reloadMu.Lock()
+	defer se.a.reloadMu.Unlock()
+	r := &se.a.roster
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clientEra, r.reloading = era.Legacy, true
-	if err := a.publish(); err != nil {
-		a.log.Error("the catalog for a legacy client cannot be built; keeping the previous one", "error", err)
+	if err := se.a.publish(); err != nil {
+		se.a.log.Error("the catalog for a legacy client cannot be built; keeping the previous one", "error", err)
 	}
 	r.reloading = false
-	a.session.Store(cs)
+	se.hello.Store(cs)
 }
 
 // initializeResult is the aggregator's answer to initialize.
-func (a *Aggregator) initializeResult(ir *mcp.InitializeResult) json.RawMessage {
+func (se *session) initializeResult(ir *mcp.InitializeResult) json.RawMessage {
 	return marshal(struct {
 		Capabilities    json.RawMessage     `json:"capabilities"`
 		ProtocolVersion string              `json:"protocolVersion"`
 		ServerInfo      *mcp.Implementation `json:"serverInfo"`
 		Instructions    string              `json:"instructions,omitempty"`
-	}{a.caps, ir.ProtocolVersion, ir.ServerInfo, ir.Instructions})
+	}{se.a.caps, ir.ProtocolVersion, ir.ServerInfo, ir.Instructions})
 }
 
 // rawResult is a result the SDK writes as it is.

@@ -219,7 +219,7 @@ func (a *Aggregator) startProcess(s *server, client json.RawMessage) error {
 		return fmt.Errorf("start %q: %w%s", cfg.Command, err, startHint(err))
 	}
 	s.proc = proc
-	opts := &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize, Burst: &a.toClientBurst, HeldBy: &a.toServers}
+	opts := &stdio.Options{MaxMessageSize: a.opts.MaxMessageSize, Burst: &a.sess.toClientBurst, HeldBy: &a.sess.toServers}
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	switch p := proc.(type) {
 	case Fed:

@@ -20,6 +20,32 @@ import (
 // Answers need neither: era.Translate turns an answer of one era into the other's, and
 // answerClient calls it with the era of who answered and the client's.
 
+// clientSink is the aggregator's one way to the client's session (*session, fromclient.go)
+// from the roster and what serves it: the requests it held, answered or routed again; what it
+// tells the client of its own. The server's messages for the client are delivered by the
+// dispatcher of a server's messages (fromserver.go), to the session of the request they are
+// about.
+type clientSink interface {
+	// clientRequest routes a request of the client's again, as if it had just come: one held
+	// for a key that came back, or for what it waited for.
+	clientRequest(req *jsonrpc.Request)
+	// answerClient answers a request of the client's that the aggregator answers itself
+	// (refused, unknown, fanned out); answerCall a relayed call that ends without its server's
+	// answer (the server went down, the request could not be written).
+	answerClient(id jsonrpc.ID, result, errObj json.RawMessage)
+	answerCall(c *call, result, errObj json.RawMessage)
+	// cancelRequest cancels at the client a server's request (under toID, the ID the client
+	// saw) whose server went down.
+	cancelRequest(toID, reason string)
+	// clientLog tells the client a line of the aggregator's own (a server down, a definition
+	// withheld), where its era allows.
+	clientLog(level, text string)
+	// listChanged tells the client, debounced, that a list of the aggregator's changed.
+	listChanged(method string)
+	// clientName names the client for the audit log.
+	clientName() string
+}
+
 // clientSide is what a session does in its era.
 type clientSide interface {
 	era() era.Era

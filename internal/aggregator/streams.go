@@ -32,52 +32,52 @@ type stream struct {
 // subscribed at their servers (on a goroutine: that waits for servers), then it is
 // acknowledged with what the aggregator agreed to, and open. One cancelled meanwhile is never
 // acknowledged, and what was subscribed for it alone is unsubscribed.
-func (a *Aggregator) listen(m *jsonrpc.Request) {
+func (se *session) listen(m *jsonrpc.Request) {
 	f, ok := era.ReadFilter(m.Params)
 	if !ok {
-		a.answerClient(m.ID, nil, invalidParams("subscriptions/listen needs params with the object \"notifications\" (a SubscriptionFilter)"))
+		se.answerClient(m.ID, nil, invalidParams("subscriptions/listen needs params with the object \"notifications\" (a SubscriptionFilter)"))
 		return
 	}
 	// A subscription ends when "the underlying transport closes": the end of the input does not
 	// wait for its answer (basic/patterns/subscriptions.mdx, "Cancellation").
-	a.client.Standing(m.ID)
+	se.client.Standing(m.ID)
 	id := stdio.IDJSON(m.ID)
 	st := &call{fromID: m.ID, method: m.Method, doing: "listening", stream: &stream{filter: f, tag: era.Tag(id), opening: true}}
-	a.inflight.keep(st, standing)
+	se.a.inflight.keep(st, standing)
 	go func() {
-		agreed := a.subscribeAll(st)
-		a.streamsMu.Lock()
-		if !a.inflight.holds(st) { // cancelled while its resources were subscribed
-			unwanted := a.unwanted(agreed)
-			a.streamsMu.Unlock()
-			a.unsubscribe(unwanted)
+		agreed := se.subscribeAll(st)
+		se.streamsMu.Lock()
+		if !se.a.inflight.holds(st) { // cancelled while its resources were subscribed
+			unwanted := se.unwanted(agreed)
+			se.streamsMu.Unlock()
+			se.unsubscribe(unwanted)
 			return
 		}
 		st.stream.filter.URIs = agreed
 		st.stream.opening = false
-		a.writeClient(stdio.Notification("notifications/subscriptions/acknowledged", era.Acknowledged(st.stream.filter, id)))
-		a.streamsMu.Unlock()
+		se.writeClient(stdio.Notification("notifications/subscriptions/acknowledged", era.Acknowledged(st.stream.filter, id)))
+		se.streamsMu.Unlock()
 	}()
 }
 
 // unlisten closes the stream st the client cancelled: its resources are unsubscribed where no
 // other stream wants them. The stream gets no answer: the client ended it. One still opening
 // is left to its opening, which finds it cancelled.
-func (a *Aggregator) unlisten(st *call) {
-	a.streamsMu.Lock()
+func (se *session) unlisten(st *call) {
+	se.streamsMu.Lock()
 	var unwanted []string
 	if !st.stream.opening {
-		unwanted = a.unwanted(st.stream.filter.URIs)
+		unwanted = se.unwanted(st.stream.filter.URIs)
 	}
-	a.streamsMu.Unlock()
-	go a.unsubscribe(unwanted)
+	se.streamsMu.Unlock()
+	go se.unsubscribe(unwanted)
 }
 
 // unwanted are the URIs of uris that no stream in the table wants (one still opening wants
 // what it asked for). Callers hold streamsMu.
-func (a *Aggregator) unwanted(uris []string) []string {
+func (se *session) unwanted(uris []string) []string {
 	wanted := map[string]bool{}
-	for _, o := range a.inflight.streams() {
+	for _, o := range se.a.inflight.streams() {
 		for _, uri := range o.stream.filter.URIs {
 			wanted[uri] = true
 		}
@@ -92,9 +92,9 @@ func (a *Aggregator) unwanted(uris []string) []string {
 }
 
 // unsubscribe unsubscribes each URI at its server.
-func (a *Aggregator) unsubscribe(uris []string) {
+func (se *session) unsubscribe(uris []string) {
 	for _, uri := range uris {
-		a.subscribeAt(uri, "resources/unsubscribe")
+		se.subscribeAt(uri, "resources/unsubscribe")
 	}
 }
 
@@ -102,21 +102,21 @@ func (a *Aggregator) unsubscribe(uris []string) {
 // every open stream that wants it), and returns those subscribed: a URI no server lists, or
 // whose server does not offer subscriptions or refuses it, is left out of the
 // acknowledgement ("Notification types the server does not support are omitted").
-func (a *Aggregator) subscribeAll(st *call) []string {
-	a.streamsMu.Lock()
+func (se *session) subscribeAll(st *call) []string {
+	se.streamsMu.Lock()
 	uris := st.stream.filter.URIs
 	subscribed := map[string]bool{}
-	for _, o := range a.inflight.streams() {
+	for _, o := range se.a.inflight.streams() {
 		if !o.stream.opening {
 			for _, uri := range o.stream.filter.URIs {
 				subscribed[uri] = true
 			}
 		}
 	}
-	a.streamsMu.Unlock()
+	se.streamsMu.Unlock()
 	var agreed []string
 	for _, uri := range uris {
-		if subscribed[uri] || a.subscribeAt(uri, "resources/subscribe") {
+		if subscribed[uri] || se.subscribeAt(uri, "resources/subscribe") {
 			agreed = append(agreed, uri)
 		}
 	}
@@ -125,16 +125,16 @@ func (a *Aggregator) subscribeAll(st *call) []string {
 
 // subscribeAt subscribes (or unsubscribes) uri at the server that owns it, as its era does;
 // it reports whether the server accepted it.
-func (a *Aggregator) subscribeAt(uri, method string) bool {
-	s, why := a.catalog.Load().resourceOwner(uri)
+func (se *session) subscribeAt(uri, method string) bool {
+	s, why := se.a.catalog.Load().resourceOwner(uri)
 	if s == nil || !s.subscribes() {
 		if s != nil {
 			why = "its server does not offer resource subscriptions"
 		}
-		a.log.Debug("a resource of a subscriptions/listen is not subscribed", "uri", uri, "why", why)
+		se.a.log.Debug("a resource of a subscriptions/listen is not subscribed", "uri", uri, "why", why)
 		return false
 	}
-	ctx, cancel := context.WithTimeout(a.closingCtx, a.opts.StartupTimeout)
+	ctx, cancel := context.WithTimeout(se.a.closingCtx, se.a.opts.StartupTimeout)
 	defer cancel()
 	if errObj := s.side().subscribe(ctx, s, method, uri); errObj != nil {
 		s.failureLog()("the server refused a resource subscription of the client", "uri", uri, "method", method, "error", string(errObj))
@@ -154,30 +154,30 @@ func (s *server) subscribes() bool {
 
 // streamListChanged tells a modern client that a list of the aggregator's changed, on each
 // stream that asked for it.
-func (a *Aggregator) streamListChanged(method string) {
-	a.streamsMu.Lock()
-	defer a.streamsMu.Unlock()
-	for _, st := range a.inflight.streams() {
+func (se *session) streamListChanged(method string) {
+	se.streamsMu.Lock()
+	defer se.streamsMu.Unlock()
+	for _, st := range se.a.inflight.streams() {
 		if !st.stream.opening && st.stream.filter.Wants(method) {
-			a.writeClient(stdio.Notification(method, era.Tagged(nil, st.stream.tag)))
+			se.writeClient(stdio.Notification(method, era.Tagged(nil, st.stream.tag)))
 		}
 	}
 }
 
 // streamResourceUpdated passes a server's notifications/resources/updated to a modern client,
 // on each stream that subscribed the URI, or a resource it is part of.
-func (a *Aggregator) streamResourceUpdated(params json.RawMessage) {
+func (se *session) streamResourceUpdated(params json.RawMessage) {
 	var p struct {
 		URI *string `json:"uri"`
 	}
 	if json.Unmarshal(params, &p) != nil || p.URI == nil {
 		return
 	}
-	a.streamsMu.Lock()
-	defer a.streamsMu.Unlock()
-	for _, st := range a.inflight.streams() {
+	se.streamsMu.Lock()
+	defer se.streamsMu.Unlock()
+	for _, st := range se.a.inflight.streams() {
 		if !st.stream.opening && st.stream.filter.Covers(*p.URI) {
-			a.writeClient(stdio.Notification("notifications/resources/updated", era.Tagged(params, st.stream.tag)))
+			se.writeClient(stdio.Notification("notifications/resources/updated", era.Tagged(params, st.stream.tag)))
 		}
 	}
 }

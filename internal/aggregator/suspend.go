@@ -77,43 +77,43 @@ type pending struct {
 }
 
 // inputRequest deals with a legacy server's request to a modern client (see above).
-func (a *Aggregator) inputRequest(s *server, m *jsonrpc.Request) {
+func (se *session) inputRequest(s *server, m *jsonrpc.Request) {
 	pc := &call{from: s, fromID: m.ID, method: m.Method, doing: m.Method}
-	if _, res := a.inflight.add(pc, nil); res != addOK {
+	if _, res := se.a.inflight.add(pc, nil); res != addOK {
 		return // its server went down meanwhile
 	}
-	c := a.inflight.attribute(s)
+	c := se.a.inflight.attribute(s)
 	if c == nil {
-		a.park(pc, m.Params)
+		se.park(pc, m.Params)
 		return
 	}
-	env, _ := a.side().(*modernClient).envelope(c.req.Params)
+	env, _ := se.side().(*modernClient).envelope(c.req.Params)
 	if errObj := era.MissingCapability(env, m.Method, m.Params); errObj != nil {
 		// "MissingRequiredClientCapabilityError": the client's request cannot be served.
-		if a.inflight.take(pc) {
+		if se.a.inflight.take(pc) {
 			s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 				"Internal error: the client did not declare what %s needs in this request; the request came through mcp-simple-aggregator", m.Method))...)
 		}
-		if a.inflight.take(c) {
+		if se.a.inflight.take(c) {
 			s.conn.Send(nil, stdio.Cancelled(c.toID, "the client cannot give the input the server asked for")...)
-			a.answerClient(c.fromID, nil, errObj)
+			se.answerClient(c.fromID, nil, errObj)
 		}
 		return
 	}
-	sus, clientID, first := a.inflight.suspend(c, pending{pc, m.Method, m.Params}, a.inputTTL())
+	sus, clientID, first := se.a.inflight.suspend(c, pending{pc, m.Method, m.Params}, se.inputTTL())
 	switch {
 	case sus == nil: // the client's request ended meanwhile: the next one carries it
-		a.park(pc, m.Params)
+		se.park(pc, m.Params)
 	case first:
-		sus.timer = time.AfterFunc(a.inputTTL(), func() { a.expire(sus) })
-		a.answerClient(clientID, a.inputRequired(sus), nil)
+		sus.timer = time.AfterFunc(se.inputTTL(), func() { se.expire(sus) })
+		se.answerClient(clientID, se.inputRequired(sus), nil)
 	}
 }
 
 // park makes the server's request c, in the table, wait for the client's next request that can
 // carry input (carryParked); params are its params.
-func (a *Aggregator) park(c *call, params json.RawMessage) {
-	if a.inflight.park(c, params) {
+func (se *session) park(c *call, params json.RawMessage) {
+	if se.a.inflight.park(c, params) {
 		c.from.log.Debug("a request of the server waits for the client's next request that can carry it", "method", c.method)
 	}
 }
@@ -122,8 +122,8 @@ func (a *Aggregator) park(c *call, params json.RawMessage) {
 // InputRequiredResult for the servers' parked requests whose capability its envelope declares;
 // the others are answered with the error that the client cannot take them. The retry delivers
 // the answers, and then goes on as req. It reports false, doing nothing, when nothing is parked.
-func (a *Aggregator) carryParked(req *jsonrpc.Request, env era.Envelope) bool {
-	parked := a.inflight.unpark()
+func (se *session) carryParked(req *jsonrpc.Request, env era.Envelope) bool {
+	parked := se.a.inflight.unpark()
 	if len(parked) == 0 {
 		return false
 	}
@@ -135,42 +135,42 @@ func (a *Aggregator) carryParked(req *jsonrpc.Request, env era.Envelope) bool {
 				c.method, era.ServerRequests[c.method]))...)
 			continue
 		}
-		if a.inflight.give(c) {
+		if se.a.inflight.give(c) {
 			sus.ask(pending{c, c.method, c.params})
 		}
 	}
 	if len(sus.asked) == 0 {
 		return false
 	}
-	sus.round(a.inputTTL())
-	a.inflight.parkSuspension(sus)
-	sus.timer = time.AfterFunc(a.inputTTL(), func() { a.expire(sus) })
-	a.answerClient(req.ID, a.inputRequired(sus), nil)
+	sus.round(se.inputTTL())
+	se.a.inflight.parkSuspension(sus)
+	sus.timer = time.AfterFunc(se.inputTTL(), func() { se.expire(sus) })
+	se.answerClient(req.ID, se.inputRequired(sus), nil)
 	return true
 }
 
 // unpark answers every parked request with the error that the client cannot be reached (why).
-func (a *Aggregator) unpark(why string) {
-	for _, c := range a.inflight.unpark() {
+func (se *session) unpark(why string) {
+	for _, c := range se.a.inflight.unpark() {
 		c.from.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, outsideRequest(c.method, why))...)
 	}
 }
 
 // inputTTL is how long the client has to retry.
-func (a *Aggregator) inputTTL() time.Duration {
-	if a.opts.InputTTL > 0 {
-		return a.opts.InputTTL
+func (se *session) inputTTL() time.Duration {
+	if se.a.opts.InputTTL > 0 {
+		return se.a.opts.InputTTL
 	}
 	return defaultInputTTL
 }
 
 // inputRequired is the InputRequiredResult that asks the client for what sus waits for.
-func (a *Aggregator) inputRequired(sus *suspension) json.RawMessage {
+func (se *session) inputRequired(sus *suspension) json.RawMessage {
 	requests := make(map[string]era.InputRequest, len(sus.asked))
 	for k, p := range sus.asked {
 		requests[k] = era.InputRequest{Method: p.method, Params: p.params}
 	}
-	return era.InputRequired(requests, era.Mint(a.stateKey[:], era.State{ID: sus.id, Method: sus.method, Digest: sus.digest, Expires: sus.expires.UnixMilli()}))
+	return era.InputRequired(requests, era.Mint(se.stateKey[:], era.State{ID: sus.id, Method: sus.method, Digest: sus.digest, Expires: sus.expires.UnixMilli()}))
 }
 
 // newStateKey is the HMAC key of this process's requestStates.
@@ -191,7 +191,7 @@ func newSuspensionID() string {
 // modern server's input_required reaches the client as the server wrote it, and so does the
 // retry (its requestState is the server's to verify, even one that another
 // mcp-simple-aggregator minted).
-func (a *Aggregator) ownRetry(m *jsonrpc.Request) bool {
+func (se *session) ownRetry(m *jsonrpc.Request) bool {
 	if !era.InputMethods[m.Method] {
 		return false
 	}
@@ -199,7 +199,7 @@ func (a *Aggregator) ownRetry(m *jsonrpc.Request) bool {
 	if !ok || !era.Ours(state) {
 		return false
 	}
-	s := a.catalog.Load().inputTarget(m.Method, m.Params)
+	s := se.a.catalog.Load().inputTarget(m.Method, m.Params)
 	return s == nil || s.side().era() != era.Modern
 }
 
@@ -208,25 +208,25 @@ func (a *Aggregator) ownRetry(m *jsonrpc.Request) bool {
 // the server (or is answered at once: with what the server answered meanwhile, or with a new
 // InputRequiredResult for what is still to be asked), or, when the client was asked outside
 // its request at a server, goes on as a request of its own.
-func (a *Aggregator) resume(req *jsonrpc.Request) {
+func (se *session) resume(req *jsonrpc.Request) {
 	responses, state, _, err := era.Retry(req.Params)
 	var st era.State
 	if err == nil {
-		st, err = era.Verify(a.stateKey[:], state, time.Now())
+		st, err = era.Verify(se.stateKey[:], state, time.Now())
 		if err != nil && strings.Contains(err.Error(), "expired") {
-			err = fmt.Errorf("the requestState expired (a retry is accepted for %v after the input was asked for); send the request again without it", a.inputTTL())
+			err = fmt.Errorf("the requestState expired (a retry is accepted for %v after the input was asked for); send the request again without it", se.inputTTL())
 		}
 	}
 	if err == nil && (st.Method != req.Method || st.Digest != era.ParamsDigest(req.Method, req.Params)) {
 		err = fmt.Errorf("the requestState belongs to another request (it was given for another method, tool, prompt, resource or arguments)")
 	}
 	if err != nil {
-		a.answerClient(req.ID, nil, invalidParams("%v", err))
+		se.answerClient(req.ID, nil, invalidParams("%v", err))
 		return
 	}
-	sus := a.inflight.claim(st.ID)
+	sus := se.a.inflight.claim(st.ID)
 	if sus == nil {
-		a.answerClient(req.ID, nil, invalidParams("the request this requestState belongs to is gone: it was retried already, or its server went down, or mcp-simple-aggregator restarted; send the request again without it"))
+		se.answerClient(req.ID, nil, invalidParams("the request this requestState belongs to is gone: it was retried already, or its server went down, or mcp-simple-aggregator restarted; send the request again without it"))
 		return
 	}
 	sus.timer.Stop()
@@ -236,7 +236,7 @@ func (a *Aggregator) resume(req *jsonrpc.Request) {
 			continue // asked again below: "respond with a new InputRequiredResult requesting the missing information"
 		}
 		delete(sus.asked, key)
-		if pc.call != nil && a.inflight.take(pc.call) {
+		if pc.call != nil && se.a.inflight.take(pc.call) {
 			pc.call.from.conn.Send(nil, stdio.Response(stdio.IDJSON(pc.call.fromID), r, nil)...)
 		}
 	}
@@ -245,41 +245,41 @@ func (a *Aggregator) resume(req *jsonrpc.Request) {
 		// parked requests, one the client left unanswered is not asked again (it is no part of
 		// this request): its server is told, and the request goes on.
 		for _, pc := range sus.asked {
-			if pc.call != nil && a.inflight.take(pc.call) {
+			if pc.call != nil && se.a.inflight.take(pc.call) {
 				pc.call.from.conn.Send(nil, stdio.Response(stdio.IDJSON(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
 					"Internal error: the client did not answer %s; the request came through mcp-simple-aggregator", pc.method))...)
 			}
 		}
-		a.redispatch(req)
+		se.retryAsNew(req)
 		return
 	}
-	again, outcome := a.inflight.resume(sus, req, tokenOf(req.Params), a.inputTTL())
+	again, outcome := se.a.inflight.resume(sus, req, tokenOf(req.Params), se.inputTTL())
 	switch {
 	case outcome:
-		a.answerClient(req.ID, sus.result, sus.errObj)
+		se.answerClient(req.ID, sus.result, sus.errObj)
 	case again:
-		sus.timer = time.AfterFunc(a.inputTTL(), func() { a.expire(sus) })
-		a.answerClient(req.ID, a.inputRequired(sus), nil)
+		sus.timer = time.AfterFunc(se.inputTTL(), func() { se.expire(sus) })
+		se.answerClient(req.ID, se.inputRequired(sus), nil)
 	}
 }
 
 // expire ends a suspension the client did not take up in time: the server's requests get an
 // error, and its call is cancelled.
-func (a *Aggregator) expire(sus *suspension) {
-	asked, c, ok := a.inflight.expire(sus)
+func (se *session) expire(sus *suspension) {
+	asked, c, ok := se.a.inflight.expire(sus)
 	if !ok {
 		return
 	}
 	for _, pc := range asked {
-		if pc.call != nil && a.inflight.take(pc.call) {
+		if pc.call != nil && se.a.inflight.take(pc.call) {
 			pc.call.from.conn.Send(nil, stdio.Response(stdio.IDJSON(pc.call.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
-				"Internal error: the client did not answer %s within %v (it did not retry its request); the request came through mcp-simple-aggregator", pc.call.method, a.inputTTL()))...)
+				"Internal error: the client did not answer %s within %v (it did not retry its request); the request came through mcp-simple-aggregator", pc.call.method, se.inputTTL()))...)
 		}
 	}
 	if c == nil {
 		return // a -32042's URL elicitations, or parked requests: nothing is in flight for them
 	}
-	if a.inflight.take(c) {
+	if se.a.inflight.take(c) {
 		c.to.conn.Send(nil, stdio.Cancelled(c.toID, "the client did not give the input asked for in time")...)
 	}
 	c.to.log.Debug("input asked for expired", "method", c.method, "requests", len(asked))
@@ -290,7 +290,7 @@ func (a *Aggregator) expire(sus *suspension) {
 // of its data; the client's retry is sent to the server again, which decides whether the client
 // did what it asked ("accept" is consent, not completion: client/elicitation.mdx). It reports
 // false when errObj is not such an error.
-func (a *Aggregator) urlRequired(id jsonrpc.ID, c *call, errObj json.RawMessage) bool {
+func (se *session) urlRequired(id jsonrpc.ID, c *call, errObj json.RawMessage) bool {
 	els := era.URLElicitations(errObj)
 	if len(els) == 0 {
 		return false
@@ -299,17 +299,17 @@ func (a *Aggregator) urlRequired(id jsonrpc.ID, c *call, errObj json.RawMessage)
 	for _, params := range els {
 		sus.ask(pending{method: "elicitation/create", params: params})
 	}
-	sus.round(a.inputTTL())
-	a.inflight.parkSuspension(sus)
-	sus.timer = time.AfterFunc(a.inputTTL(), func() { a.expire(sus) })
-	a.answerClient(id, a.inputRequired(sus), nil)
+	sus.round(se.inputTTL())
+	se.a.inflight.parkSuspension(sus)
+	sus.timer = time.AfterFunc(se.inputTTL(), func() { se.expire(sus) })
+	se.answerClient(id, se.inputRequired(sus), nil)
 	return true
 }
 
-// redispatch routes a retry as a new request: its params without the input.
-func (a *Aggregator) redispatch(req *jsonrpc.Request) {
+// retryAsNew routes a retry as a new request: its params without the input.
+func (se *session) retryAsNew(req *jsonrpc.Request) {
 	params := rawjson.Without(req.Params, "inputResponses", "requestState")
-	clientRequests[req.Method](a, &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params})
+	clientRequests[req.Method](se, &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params})
 }
 
 // The table's part (suspensions and parked requests live under its lock, beside the calls

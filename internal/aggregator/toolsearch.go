@@ -257,7 +257,7 @@ func searchInstructions(c *catalog, servers []*server, sep string, limit int) st
 
 // callOwnTool serves a tools/call of one of the aggregator's tools in the mode; it reports
 // false, doing nothing, for any other name.
-func (a *Aggregator) callOwnTool(req *jsonrpc.Request) bool {
+func (se *session) callOwnTool(req *jsonrpc.Request) bool {
 	ns, ne, ms, me, ok := scanParams(req.Params, "name")
 	if !ok || ns < 0 {
 		return false
@@ -271,30 +271,30 @@ func (a *Aggregator) callOwnTool(req *jsonrpc.Request) bool {
 	if hasArgs {
 		args = req.Params[as:ae]
 	}
-	cat := a.catalog.Load()
+	cat := se.a.catalog.Load()
 	if name == searchToolName {
 		// Off the client's reader: the first search of a catalog builds its index (about
 		// 12 ms for 300 tools, half a second for 10,000), and nothing else should wait for it.
 		args = slices.Clone(args) // the request's bytes are not ours once this returns
-		go func() { a.answerClient(req.ID, a.searchTools(cat, args), nil) }()
+		go func() { se.answerClient(req.ID, se.searchTools(cat, args), nil) }()
 		return true
 	}
 	var p struct {
 		Name *string `json:"name"`
 	}
 	if json.Unmarshal(args, &p) != nil || p.Name == nil {
-		a.answerClient(req.ID, toolError("%s needs the arguments {\"name\": <a tool's exact name>, \"arguments\": {...}}", name), nil)
+		se.answerClient(req.ID, toolError("%s needs the arguments {\"name\": <a tool's exact name>, \"arguments\": {...}}", name), nil)
 		return true
 	}
 	// The lookup of tools/call (callNamed), and its messages, as an error result: the
 	// exposed name, or the name the server declared when only one server lists it.
 	e, found := cat.named(kindTools, []byte(*p.Name))
 	if !found {
-		a.refuse(req, cat, kindTools, *p.Name, true) // unknown.go
+		se.a.refuse(req, cat, kindTools, *p.Name, true) // unknown.go
 		return true
 	}
 	if name == callReadOnlyName && !readOnly(e.def) {
-		a.answerClient(req.ID, toolError("%s is not marked read-only (its annotations do not say readOnlyHint: true): %s refuses it; call it with %s", e.exposed, callReadOnlyName, callToolName), nil)
+		se.answerClient(req.ID, toolError("%s is not marked read-only (its annotations do not say readOnlyHint: true): %s refuses it; call it with %s", e.exposed, callReadOnlyName, callToolName), nil)
 		return true
 	}
 	// The server gets the tools/call it would get if the client had called the tool by name:
@@ -309,9 +309,9 @@ func (a *Aggregator) callOwnTool(req *jsonrpc.Request) bool {
 	} else {
 		parts = [][]byte{req.Params[:as], inner, req.Params[ae:ns], e.quoted, req.Params[ne:]}
 	}
-	task := a.tasksCaps != nil && rawjson.Has(req.Params, "task")
+	task := se.a.tasksCaps != nil && rawjson.Has(req.Params, "task")
 	c := &call{to: e.server, doing: "calling tool %q", subject: e.original, task: task, label: "tool", value: e.exposed}
-	a.forward(req, c, progressToken(req.Params, ms, me), parts...)
+	se.forward(req, c, progressToken(req.Params, ms, me), parts...)
 	return true
 }
 
@@ -328,7 +328,7 @@ func readOnly(def json.RawMessage) bool {
 // searchTools answers search_tools with args: the definitions of the tools found, within the
 // bounds, as the text of the result ({"tools": [...]}, with "omitted" and "note" when some did
 // not fit, and a "hint" when none matched).
-func (a *Aggregator) searchTools(cat *catalog, args json.RawMessage) json.RawMessage {
+func (se *session) searchTools(cat *catalog, args json.RawMessage) json.RawMessage {
 	var p struct {
 		Query  *string `json:"query"`
 		Server string  `json:"server"`

@@ -45,20 +45,20 @@ func progressToken(params json.RawMessage, metaStart, metaEnd int) []byte {
 
 // forward sends the client's request req to c.to with the given params (in parts), under an ID
 // of ours; the answer reaches the client under its own ID.
-func (a *Aggregator) forward(req *jsonrpc.Request, c *call, token []byte, params ...[]byte) {
+func (se *session) forward(req *jsonrpc.Request, c *call, token []byte, params ...[]byte) {
 	c.fromID, c.method, c.req = req.ID, req.Method, req
-	if a.debug || a.audit != nil { // for the debug log and the audit log (completed)
+	if se.a.debug || se.a.audit != nil { // for the debug log and the audit log (completed)
 		c.start = time.Now()
 		c.args = len(req.Params)
 		if s, e, ok := rawjson.Member(req.Params, "arguments"); ok {
 			c.args = e - s
 		}
 	}
-	a.side().relay(c)
-	if a.sendToServer(c, token, params...) != addOK {
+	se.side().relay(c)
+	if se.a.sendToServer(c, token, params...) != addOK {
 		// Its process takes no calls (a reload drains it, or it went down): to the key's new
 		// process, now or once it serves, or answered why not.
-		a.hold(req, c.to)
+		se.a.hold(req, c.to)
 	}
 }
 
@@ -114,11 +114,11 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 // read meanwhile, and its cancellation finds the call, which is then never sent.
 func (a *Aggregator) await(c *call, ready <-chan struct{}) {
 	key := fmt.Sprintf("\x00await %p", c.to) // the server process's: not a key of the configuration's, which names no pointer
-	a.inflight.hold(c, key, a.opts.ProbeTimeout, func(c *call) { a.clientRequest(c.req) })
+	a.inflight.hold(c, key, a.opts.ProbeTimeout, func(c *call) { a.client.clientRequest(c.req) })
 	go func() {
 		<-ready
 		for _, held := range a.inflight.release(key) {
-			a.clientRequest(held.req)
+			a.client.clientRequest(held.req)
 		}
 	}()
 }
@@ -170,7 +170,7 @@ func (a *Aggregator) failWith(c *call, errObj json.RawMessage) {
 		c.done(nil, errObj)
 		return
 	}
-	a.answerCall(c, nil, errObj)
+	a.client.answerCall(c, nil, errObj)
 }
 
 // fanOut answers the client's request req from what the aggregator asks every server in
@@ -198,7 +198,7 @@ func (a *Aggregator) fanOut(req *jsonrpc.Request, targets []*server, doing strin
 		wg.Wait()
 		if a.inflight.take(c) {
 			result, errObj := answer()
-			a.answerClient(req.ID, result, errObj)
+			a.client.answerClient(req.ID, result, errObj)
 		}
 	}()
 }

@@ -86,7 +86,7 @@ func (a *Aggregator) reportHidden(old, cat *catalog) {
 	if len(lines) > 0 {
 		go func() { // as reportWithheld: a client that does not read must not hold up publish
 			for _, line := range lines {
-				a.clientLog("warning", line)
+				a.client.clientLog("warning", line)
 			}
 		}()
 	}

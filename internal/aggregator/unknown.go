@@ -50,7 +50,7 @@ func (a *Aggregator) refuse(req *jsonrpc.Request, cat *catalog, k kind, name str
 	if r.withheld != nil {
 		a.auditRefused(req, *r.withheld, result, errObj) // before the client has its answer
 	}
-	a.answerClient(req.ID, result, errObj)
+	a.client.answerClient(req.ID, result, errObj)
 }
 
 // whyUnknown says why the tool or prompt (k) of the name, or the resource or resource template

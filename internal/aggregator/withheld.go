@@ -250,7 +250,7 @@ func (a *Aggregator) reportWithheld(old, cat *catalog) {
 	// a client that does not read must not hold up the catalog.
 	go func() {
 		for _, line := range lines {
-			a.clientLog("warning", line)
+			a.client.clientLog("warning", line)
 		}
 	}()
 }
