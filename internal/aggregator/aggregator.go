@@ -143,6 +143,11 @@ type Options struct {
 	// serve other sessions as well: Fed).
 	Start  Starter
 	Hosted bool
+	// IDSpace starts the IDs (and progress tokens) of the session's requests to its servers
+	// ("" is "agg-", and a client's token passes as written): the shared process gives each
+	// session it hosts a space of its own, so that the requests of all its sessions reach a
+	// server they share as written (table.go).
+	IDSpace string
 	// Pinned withholds each definition that differs from the lock file beside the
 	// configuration (pinned.go); Start fails when the lock cannot be read.
 	Pinned bool
@@ -468,7 +473,7 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 		opts.RestartDelay = 500 * time.Millisecond
 	}
 	a := &Aggregator{opts: opts, log: opts.Log, stderr: opts.Stderr, cfgPath: canonicalPath(cfg.File),
-		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(), audit: opts.Audit,
+		debug: opts.Log.Enabled(ctx, slog.LevelDebug), inflight: newTable(opts.IDSpace), audit: opts.Audit,
 		fault: make(chan error, 1)}
 	a.panicOn = a.getenv(faultPanicVar)
 	a.roster = roster{cfg: cfg, slots: map[string]*slot{}}

@@ -86,7 +86,7 @@ func TestFall(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &Aggregator{opts: Options{RestartDelay: time.Second, MaxRestarts: tc.max, Lazy: tc.lazy}, log: slog.New(slog.DiscardHandler), inflight: newTable()}
+			a := &Aggregator{opts: Options{RestartDelay: time.Second, MaxRestarts: tc.max, Lazy: tc.lazy}, log: slog.New(slog.DiscardHandler), inflight: newTable("")}
 			sl := &slot{key: "k", state: tc.state, proc: old, listed: old, tries: tc.tries, since: time.Now().Add(-tc.served), initial: tc.initial}
 			a.roster.mu.Lock()
 			_, delay := a.fallLocked(sl, "exited")

@@ -24,7 +24,7 @@ type stream struct {
 	tag    string
 	// opening is true until the stream is acknowledged: it is in the table (the client's
 	// cancellation finds it) while its resources are subscribed, and gets nothing before its
-	// acknowledgement. Guarded by Aggregator.streamsMu, as filter is once the stream is open.
+	// acknowledgement. Guarded by session.streamsMu, as filter is once the stream is open.
 	opening bool
 }
 

@@ -36,13 +36,16 @@ import (
 // Progress tokens are symmetric: a request's token passes to the receiver unchanged unless
 // another request in flight to the same receiver already uses it; then the receiver gets a
 // token of ours ("agg-p-N") and its progress goes back to the sender with the sender's own.
+//
+// The IDs and tokens of ours are of the table's ID space: "agg-" (idPrefix), strings, so that
+// they never meet the numeric IDs of the SDK's session with the client. A session hosted by
+// the shared process has a space of its own (Options.IDSpace, "agg-3-"), and gives each of its
+// requests to a server a token of its own too: the server processes it shares with other
+// sessions take the requests of all of them as written, IDs and tokens never meeting
+// (internal/shared routes the answers and progress back by the space).
 
-// idPrefix starts the IDs of every request the aggregator sends: strings, so that they never
-// meet the numeric IDs of the SDK's session with the client.
+// idPrefix is the ID space of an aggregator that has the servers to itself.
 const idPrefix = "agg-"
-
-// tokenPrefix starts the progress tokens the aggregator gives when a token is taken.
-const tokenPrefix = "agg-p-"
 
 // call is one piece of pending work: a request. Endpoints are servers; nil is the client.
 type call struct {
@@ -130,13 +133,17 @@ type tokenKey struct {
 
 // table is the in-flight table.
 type table struct {
-	mu      sync.Mutex
-	seq     uint64
-	byTo    map[string]*call
-	byFrom  map[fromKey]*call
-	byToken map[tokenKey]*call
-	held    map[*call]struct{} // the client's calls held for a key
-	tasks   map[string]*server // the server that owns each task, by task ID
+	mu sync.Mutex
+	// space starts the IDs and tokens of ours; ownTokens gives a token of ours to every
+	// request to a server that has one (a space of the shared process's).
+	space     string
+	ownTokens bool
+	seq       uint64
+	byTo      map[string]*call
+	byFrom    map[fromKey]*call
+	byToken   map[tokenKey]*call
+	held      map[*call]struct{} // the client's calls held for a key
+	tasks     map[string]*server // the server that owns each task, by task ID
 	// suspended are the client's requests waiting for its retry, by suspension ID
 	// (suspend.go).
 	suspended map[string]*suspension
@@ -153,9 +160,15 @@ const (
 	gateClosed        // it went down: everything is refused (addRefused)
 )
 
-func newTable() *table {
-	return &table{byTo: map[string]*call{}, byFrom: map[fromKey]*call{}, byToken: map[tokenKey]*call{},
-		held: map[*call]struct{}{}, tasks: map[string]*server{}, suspended: map[string]*suspension{}}
+// newTable makes the table of a session whose ID space is space ("": idPrefix, and tokens
+// pass as written).
+func newTable(space string) *table {
+	t := &table{space: space, ownTokens: space != "", byTo: map[string]*call{}, byFrom: map[fromKey]*call{},
+		byToken: map[tokenKey]*call{}, held: map[*call]struct{}{}, tasks: map[string]*server{}, suspended: map[string]*suspension{}}
+	if space == "" {
+		t.space = idPrefix
+	}
+	return t
 }
 
 // addResult says whether add recorded a call.
@@ -187,15 +200,15 @@ func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	}
 	t.seq++
 	c.seq = t.seq
-	c.toID = idPrefix + strconv.FormatUint(t.seq, 10)
+	c.toID = t.space + strconv.FormatUint(t.seq, 10)
 	t.byTo[c.toID] = c
 	t.count(c, 1)
 	if !c.own() {
 		t.byFrom[fromKey{c.from, c.fromID}] = c
 	}
 	if key := tokenKeyOf(token); key != "" {
-		if t.byToken[tokenKey{c.to, key}] != nil {
-			newToken = []byte(strconv.Quote(tokenPrefix + strconv.FormatUint(t.seq, 10)))
+		if t.byToken[tokenKey{c.to, key}] != nil || t.ownTokens && c.to != nil {
+			newToken = []byte(strconv.Quote(t.space + "p-" + strconv.FormatUint(t.seq, 10)))
 			c.fromToken = append([]byte(nil), token...)
 			key = tokenKeyOf(newToken)
 		}

@@ -32,7 +32,7 @@ func id(v any) jsonrpc.ID {
 // An answer completes only the call sent to the one answering; cancellation is by sender and
 // the sender's ID; both take the call out of every index.
 func TestTableAnswerAndCancel(t *testing.T) {
-	tb := newTable()
+	tb := newTable("")
 	a, b := testServer("a"), testServer("b")
 	c1 := &call{from: nil, fromID: id(float64(1)), to: a}
 	c2 := &call{from: nil, fromID: id("two"), to: b}
@@ -67,7 +67,7 @@ func TestTableAnswerAndCancel(t *testing.T) {
 // A progress token passes unchanged unless another call to the same receiver uses it; then
 // the receiver gets one of ours and the sender keeps its own. Lookups match the receiver.
 func TestTableProgressTokens(t *testing.T) {
-	tb := newTable()
+	tb := newTable("")
 	a, b := testServer("a"), testServer("b")
 	// Two servers send requests to the client with the same token.
 	r1 := &call{from: a, fromID: id(float64(1)), to: nil}
@@ -76,7 +76,7 @@ func TestTableProgressTokens(t *testing.T) {
 		t.Errorf("the first use of a token was rewritten to %s", tok)
 	}
 	tok, _ := tb.add(r2, []byte(`7.0`)) // the same token, written differently
-	if !strings.HasPrefix(string(tok), `"`+tokenPrefix) || string(r2.fromToken) != `7.0` {
+	if !strings.HasPrefix(string(tok), `"agg-p-`) || string(r2.fromToken) != `7.0` {
 		t.Fatalf("the second use: token %s, sender's %s", tok, r2.fromToken)
 	}
 	if got := tb.progress(nil, []byte(`7`)); got != r1 {
@@ -102,10 +102,33 @@ func TestTableProgressTokens(t *testing.T) {
 	}
 }
 
+// In an ID space of the shared process's, the IDs are the space's, and every request to a
+// server with a token gets one of the space's (the sender keeps its own); a server's request
+// to the client keeps its token.
+func TestTableIDSpace(t *testing.T) {
+	tb := newTable("agg-3-")
+	a := testServer("a")
+	c := &call{fromID: id(float64(1)), to: a}
+	tok, _ := tb.add(c, []byte(`"t"`))
+	if c.toID != "agg-3-1" || string(tok) != `"agg-3-p-1"` || string(c.fromToken) != `"t"` {
+		t.Errorf("a call in the space agg-3-: ID %s, token %s (the sender's %s)", c.toID, tok, c.fromToken)
+	}
+	if got := tb.progress(a, tok); got != c {
+		t.Errorf("progress for %s found %v", tok, got)
+	}
+	if tok, _ := tb.add(&call{fromID: id(float64(2)), to: a}, nil); tok != nil {
+		t.Errorf("a request without a token was given %s", tok)
+	}
+	r := &call{from: a, fromID: id(float64(1))}
+	if tok, _ := tb.add(r, []byte(`7`)); tok != nil || r.toID != "agg-3-3" {
+		t.Errorf("a server's request to the client: ID %s, token rewritten to %s", r.toID, tok)
+	}
+}
+
 // A server going down is one sweep: what it was sent, what it sent, and its tasks; nothing
 // can be added for it afterwards.
 func TestTableSweep(t *testing.T) {
-	tb := newTable()
+	tb := newTable("")
 	a, b := testServer("a"), testServer("b")
 	toA := &call{fromID: id(float64(1)), to: a}
 	fromA := &call{from: a, fromID: id(float64(1))}
@@ -159,7 +182,7 @@ func TestTableSweep(t *testing.T) {
 
 // Many goroutines add, answer, cancel and sweep at once (run with -race).
 func TestTableConcurrent(t *testing.T) {
-	tb := newTable()
+	tb := newTable("")
 	servers := []*server{testServer("a"), testServer("b"), testServer("c")}
 	var wg sync.WaitGroup
 	for g := range 8 {
