@@ -377,7 +377,7 @@ func TestFaultShareRouting(t *testing.T) {
 	}
 	// The server saw one cancellation: s0's.
 	m := cs[1].call("tools/call", `{"name":"a:cancelled","arguments":{}}`)
-	if strings.Count(string(m.Result), `"s-`) != 1 {
+	if strings.Count(string(m.Result), `"agg-`) != 1 {
 		t.Errorf("the server's cancellations: %s", m.Result)
 	}
 	for _, c := range cs {

@@ -101,6 +101,7 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 			return a, nil
 		}
 		s.opts.Hosted = true
+		s.opts.IDSpace = sess.IDSpace() // the requests of every session meet at a shared server as written
 		return s, true
 	}
 

@@ -33,6 +33,7 @@ type Attachment struct {
 	p       *proc
 	key     string
 	session string // the session's ID
+	space   string // the session's ID space: its requests' IDs and tokens start with it
 	pid     int
 	login   string
 	stderr  io.Writer
@@ -115,7 +116,7 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 	if p.apart != "" && !joined && s.opts.Log != nil {
 		s.opts.Log.Debug("the server does not share the process of another session's", "server", sp.Key, "pid", p.child.PID(), "why", p.apart)
 	}
-	a := &Attachment{p: p, key: sp.Key, session: s.id, pid: p.child.PID(), login: p.child.LoginShellPath(),
+	a := &Attachment{p: p, key: sp.Key, session: s.id, space: s.space, pid: p.child.PID(), login: p.child.LoginShellPath(),
 		stderr: stderr, prefix: "[" + sp.Key + "] ", exited: make(chan struct{})}
 	a.in = input{a: a, to: func(line []byte) { p.fromSession(a, line) }}
 	return a, nil

@@ -41,6 +41,7 @@ type daemon struct {
 	ctx      context.Context          // the hosted sessions'
 	logs     map[string]net.Conn      // forwarders' log connections, by session, until taken
 	hosted   map[net.Conn]hostedConns // the hosted sessions, by protocol connection
+	spaces   uint64                   // the ID spaces given to hosted sessions so far (space)
 }
 
 // startGrace is how long a shared process waits for its first session.

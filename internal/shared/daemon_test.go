@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,10 +237,10 @@ type peer struct {
 	once   sync.Once
 
 	mu       sync.Mutex
-	pending  map[string]chan message // by ID
-	requests chan message            // the server's requests
-	notes    chan message            // notifications, and answers nobody waited for
-	done     chan struct{}           // closed at the end of what it reads
+	pending  map[string]pending // by ID on the wire
+	requests chan message       // the server's requests
+	notes    chan message       // notifications, and answers nobody waited for
+	done     chan struct{}      // closed at the end of what it reads
 }
 
 // attach starts a server of the session s.
@@ -250,7 +251,7 @@ func attach(t *testing.T, s *testSession, name string, spec child.Spec) *peer {
 	if err != nil {
 		t.Fatalf("%s: Start: %v", name, err)
 	}
-	p := &peer{t: t, name: name, a: a, w: a.Input(), stderr: stderr, pending: map[string]chan message{},
+	p := &peer{t: t, name: name, a: a, w: a.Input(), stderr: stderr, pending: map[string]pending{},
 		requests: make(chan message, 100), notes: make(chan message, 100), done: make(chan struct{})}
 	a.Feed(p)
 	t.Cleanup(func() { a.Stop(0) })
@@ -274,13 +275,15 @@ func (p *peer) Message(msg jsonrpc.Message, _ bool) {
 		p.notes <- m
 	default:
 		p.mu.Lock()
-		ch := p.pending[string(m.ID)]
+		w, ok := p.pending[string(m.ID)]
 		delete(p.pending, string(m.ID))
 		p.mu.Unlock()
-		if ch == nil {
-			ch = p.notes
+		if !ok {
+			p.notes <- m
+			return
 		}
-		ch <- m
+		m.ID = json.RawMessage(w.id)
+		w.ch <- m
 	}
 }
 
@@ -296,14 +299,25 @@ func (p *peer) write(line string) {
 	}
 }
 
-// send sends a request; its answer comes on the channel.
+// pending is a request a peer sent: its ID as the test gave it, and where its answer goes.
+type pending struct {
+	id string
+	ch chan message
+}
+
+// wire is id (JSON) in the session's ID space, as its aggregator would write it.
+func (p *peer) wire(id string) string { return strconv.Quote(p.a.space + id) }
+
+// send sends a request under id (JSON), in the session's ID space as its aggregator would
+// (the space, then id: "agg-1-7"); its answer comes on the channel, under id.
 func (p *peer) send(id, method, params string) <-chan message {
 	p.t.Helper()
 	ch := make(chan message, 1)
+	wire := p.wire(id)
 	p.mu.Lock()
-	p.pending[id] = ch
+	p.pending[wire] = pending{id, ch}
 	p.mu.Unlock()
-	p.write(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`)
+	p.write(`{"jsonrpc":"2.0","id":` + wire + `,"method":"` + method + `","params":` + params + `}`)
 	return ch
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -48,8 +49,9 @@ type Hosted struct {
 	// unshared session's signal channel does.
 	Reloads <-chan os.Signal
 
-	d  *daemon
-	id string
+	d     *daemon
+	id    string
+	space string // the session's ID space (space)
 }
 
 // Session is the hosted session's link to the shared process's servers, whose Start is the
@@ -58,7 +60,19 @@ type Hosted struct {
 // directory; log hears (at debug) why a server did not share the process of another
 // session's.
 func (s *Hosted) Session(log *slog.Logger) *Session {
-	return &Session{opts: Options{Dir: s.Dir, Linger: s.d.linger, Log: log}, place: place{socket: s.d.socket}, id: s.id, d: s.d}
+	return &Session{opts: Options{Dir: s.Dir, Linger: s.d.linger, Log: log}, place: place{socket: s.d.socket}, id: s.id, d: s.d, space: s.space}
+}
+
+// space gives a hosted session the ID space of its requests to the servers
+// (aggregator.Options.IDSpace): "agg-N-", N counting the sessions of the shared process. The
+// sessions' requests then reach a server process they share as they wrote them, and what the
+// server says of a request (its answer, its progress) goes back to the session of its space
+// (mux.go).
+func (d *daemon) space() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.spaces++
+	return "agg-" + strconv.FormatUint(d.spaces, 10) + "-"
 }
 
 // hostedConns are what the shared process closes of a hosted session when it ends: its log
@@ -178,7 +192,7 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	lw := &logWriter{conn: logConn}
 	reloads := make(chan os.Signal, 1)
 	go readReloads(logConn, reloads)
-	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: in, Out: out, Stderr: lw, d: d, id: h.Session}
+	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: in, Out: out, Stderr: lw, d: d, id: h.Session, space: d.space()}
 	code := d.runHost(s)
 	out.Close() // after all the session wrote: its forwarder reads to the end, then its status
 	lw.exit(code)

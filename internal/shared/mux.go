@@ -1,11 +1,12 @@
 package shared
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +21,10 @@ import (
 // One shared server process and the sessions attached to it. Each session speaks to it as to
 // a process of its own; between them, the messages are routed so that no session sees another's:
 //
-//	a session's request        under an ID of the shared process's own ("s-N"), its progress
-//	                           token too ("s-p-N"); the answer and progress back to it alone
+//	a session's request        as the session wrote it: its ID and progress token are of the
+//	                           session's ID space ("agg-3-", Session.IDSpace), which no other
+//	                           session's requests share; the answer and progress go back to
+//	                           the session of the space alone. A request outside it is refused.
 //	initialize                 the first session's goes to the server, and its answer is
 //	                           recorded; the others are answered from it (a legacy server is
 //	                           initialized once: only sessions whose clients would send the
@@ -63,9 +66,7 @@ type proc struct {
 	users        map[string]int // the sessions attached or attaching, by ID (daemon.find)
 	keys         []string       // the keys sessions gave it
 	seq          uint64
-	calls        map[string]*relayed      // by the shared process's ID
-	byOrigin     map[originKey]string     // the shared process's ID of a session's request
-	tokens       map[string]tokenOwner    // by token key of the shared process's token
+	calls        map[string]*relayed      // by ID (of a session's space)
 	asked        map[string]*Attachment   // the session a server's request went to, by its ID
 	subs         map[string][]*Attachment // the sessions subscribed to each resource
 	levels       map[*Attachment]int      // the log level each session asked for
@@ -95,24 +96,25 @@ type proc struct {
 // relayed is a session's request at the server.
 type relayed struct {
 	a         *Attachment
-	id        jsonrpc.ID // the session's ID
 	method    string
-	token     string // the token key of the shared process's token; "" for none
 	record    bool   // the first initialize: its answer is recorded
-	seq       uint64
 	key       string // what asks, for turns.go: "" for a request that cannot be asked during
 	asks      bool   // it is of the requests known to ask, and counted in proc.asking
 	questions uint64 // proc.questions when it was sent
 }
 
-type originKey struct {
-	a  *Attachment
-	id jsonrpc.ID // the session's ID
+// request is a request a session wrote for the server.
+type request struct {
+	id     string          // its ID: a string of the session's space
+	method string          //
+	params json.RawMessage // within line
+	line   []byte          // as the session wrote it, with its newline: what the server gets
 }
 
-type tokenOwner struct {
-	a     *Attachment
-	token json.RawMessage // the session's own token, as written
+// jsonID is r's ID, for an answer of the multiplexer's own.
+func (r *request) jsonID() jsonrpc.ID {
+	id, _ := jsonrpc.MakeID(r.id) // a string: never an error
+	return id
 }
 
 // recorded is the server's answer to the first initialize.
@@ -128,8 +130,8 @@ type waiting struct {
 
 func newProc(d *daemon, w want) *proc {
 	return &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
-		byOrigin: map[originKey]string{}, tokens: map[string]tokenOwner{}, asked: map[string]*Attachment{},
-		subs: map[string][]*Attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}, levels: map[*Attachment]int{}, tasks: map[string]*Attachment{}}
+		asked: map[string]*Attachment{},
+		subs:  map[string][]*Attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}, levels: map[*Attachment]int{}, tasks: map[string]*Attachment{}}
 }
 
 // start begins reading the child's output.
@@ -227,9 +229,14 @@ func (p *proc) modern() bool {
 }
 
 // fromSession takes a line the session a wrote for the server, as it is written (on the
-// session's goroutine). A line that is not a message is dropped, as a server would drop it:
-// the session wrote it.
+// session's goroutine). A request of a method the multiplexer leaves to the server (a call,
+// almost always) is read without being decoded, and goes to the server as it was written. A
+// line that is not a message is dropped, as a server would drop it: the session wrote it.
 func (p *proc) fromSession(a *Attachment, line []byte) {
+	if r, ok := readRequest(line); ok && !merged[r.method] {
+		p.request(a, r, nil)
+		return
+	}
 	msg, err := stdio.Decode(line)
 	if err != nil {
 		p.d.log.Debug("dropped a line of a session's that is not a message", "server", a.key, "error", err)
@@ -239,51 +246,93 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 	case *jsonrpc.Response:
 		p.clientAnswer(a, m)
 	case *jsonrpc.Request:
-		if m.IsCall() {
-			p.request(a, m)
-		} else {
-			p.clientNotification(a, m)
+		if !m.IsCall() {
+			p.clientNotification(a, m, line)
+			return
 		}
+		id, ok := m.ID.Raw().(string)
+		if !ok {
+			a.refuse(m.ID, fmt.Sprintf("the request's ID is not of the session's ID space %q", a.space))
+			return
+		}
+		p.request(a, &request{id: id, method: m.Method, params: m.Params, line: withNewline(line)}, m)
 	}
 }
 
-// request takes a session's request for the server; one written as the session was detached
-// is dropped (detach released what the session had set up).
-func (p *proc) request(a *Attachment, m *jsonrpc.Request) {
+// merged are the methods of the requests the multiplexer merges, or answers itself.
+var merged = map[string]bool{"initialize": true, "server/discover": true, "logging/setLevel": true,
+	"subscriptions/listen": true, "resources/subscribe": true, "resources/unsubscribe": true}
+
+// readRequest reads a request line without decoding it: ok when it is a request whose ID is a
+// string (as in every session's space), its line copied (the session's buffer is its own).
+func readRequest(line []byte) (*request, bool) {
+	r := &request{line: withNewline(line)}
+	var idOK, isCall bool
+	valid := rawjson.Object(r.line, func(k []byte, s, e int) bool {
+		switch string(k) {
+		case "id":
+			r.id, idOK = rawjson.Decode(r.line[s:e])
+			isCall = true
+		case "method":
+			r.method, _ = rawjson.Decode(r.line[s:e])
+		case "params":
+			r.params = r.line[s:e]
+		}
+		return true
+	})
+	return r, valid && isCall && idOK && r.method != ""
+}
+
+// withNewline is a copy of line with its newline.
+func withNewline(line []byte) []byte {
+	out := make([]byte, len(line)+1)
+	copy(out, line)
+	out[len(line)] = '\n'
+	return out
+}
+
+// request takes a session's request r for the server (m: r decoded, for the requests the
+// multiplexer merges; nil for the others); one written as the session was detached is
+// dropped (detach released what the session had set up).
+func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
+	if why := a.outside(r); why != "" {
+		a.refuse(r.jsonID(), why)
+		return
+	}
 	p.mu.Lock()
 	if !a.served {
 		p.mu.Unlock()
 		return
 	}
-	switch m.Method {
+	switch r.method {
 	case "initialize":
 		switch {
 		case p.init != nil:
 			rec := *p.init
 			p.mu.Unlock()
-			a.post(&jsonrpc.Response{ID: m.ID, Result: rec.result, Error: rec.err}, nil)
+			a.post(&jsonrpc.Response{ID: r.jsonID(), Result: rec.result, Error: rec.err}, nil)
 			return
 		case p.hasRecording():
-			p.initWait = append(p.initWait, &waiting{a, m.ID})
+			p.initWait = append(p.initWait, &waiting{a, r.jsonID()})
 			p.mu.Unlock()
 			return
 		}
-		p.relay(a, m, true)
+		p.relay(a, r, true)
 		return
 	case "server/discover":
 		if p.eraKnown && p.eraSeen == era.Legacy {
 			p.mu.Unlock()
-			a.post(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}}, nil)
+			a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}}, nil)
 			return
 		}
 	case "logging/setLevel":
-		p.levels[a] = era.LogRank(stringParam(m.Params, "level"))
+		p.levels[a] = era.LogRank(stringParam(r.params, "level"))
 		if p.setLevel() {
-			p.relay(a, m, false)
+			p.relay(a, r, false)
 			return
 		}
 		p.mu.Unlock()
-		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)}, nil)
+		a.post(&jsonrpc.Response{ID: r.jsonID(), Result: json.RawMessage(`{}`)}, nil)
 		return
 	case "subscriptions/listen":
 		if p.eraKnown && p.eraSeen == era.Modern {
@@ -291,22 +340,46 @@ func (p *proc) request(a *Attachment, m *jsonrpc.Request) {
 			return
 		}
 	case "resources/subscribe", "resources/unsubscribe":
-		uri := stringParam(m.Params, "uri")
-		first := p.subscribe(a, uri, m.Method == "resources/subscribe")
+		uri := stringParam(r.params, "uri")
+		first := p.subscribe(a, uri, r.method == "resources/subscribe")
 		if first {
-			p.relay(a, m, false)
+			p.relay(a, r, false)
 			return
 		}
 		p.mu.Unlock()
-		a.post(&jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{}`)}, nil)
+		a.post(&jsonrpc.Response{ID: r.jsonID(), Result: json.RawMessage(`{}`)}, nil)
 		return
 	}
-	if p.waits(a, m) {
-		p.queue = append(p.queue, &queued{a: a, m: m})
+	if p.waits(a, r) {
+		p.queue = append(p.queue, &queued{a: a, r: r})
 		p.mu.Unlock()
 		return
 	}
-	p.relay(a, m, false)
+	p.relay(a, r, false)
+}
+
+// outside says why r is not of a's ID space ("" when it is): its ID, or its progress token.
+// The session's aggregator makes them so (aggregator.Options.IDSpace); one that did not would
+// get what is meant for another session.
+func (a *Attachment) outside(r *request) string {
+	if !strings.HasPrefix(r.id, a.space) {
+		return fmt.Sprintf("the request's ID is not of the session's ID space %q", a.space)
+	}
+	if ms, me, ok := rawjson.Member(r.params, "_meta"); ok {
+		if ts, te, ok := rawjson.Member(r.params[ms:me], "progressToken"); ok {
+			if tok, _ := rawjson.Decode(r.params[ms+ts : ms+te]); !strings.HasPrefix(tok, a.space) {
+				return fmt.Sprintf("the request's progress token is not of the session's ID space %q", a.space)
+			}
+		}
+	}
+	return ""
+}
+
+// refuse answers a's request id with an internal error saying why the multiplexer did not take
+// it.
+func (a *Attachment) refuse(id jsonrpc.ID, why string) {
+	a.post(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+		Message: "Internal error: " + why + " (mcp-simple-aggregator's shared process)"}}, nil)
 }
 
 // hasRecording reports whether the first initialize is at the server. Callers hold p.mu.
@@ -319,30 +392,17 @@ func (p *proc) hasRecording() bool {
 	return false
 }
 
-// relay sends a session's request to the server under an ID of the shared process's, with a
-// progress token of its own; it unlocks p.mu.
-func (p *proc) relay(a *Attachment, m *jsonrpc.Request, record bool) {
-	p.seq++
-	did := "s-" + strconv.FormatUint(p.seq, 10)
-	c := &relayed{a: a, id: m.ID, method: m.Method, record: record, seq: p.seq}
-	params := m.Params
-	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
-		if ts, te, ok := rawjson.Member(params[ms:me], "progressToken"); ok {
-			tok := []byte(strconv.Quote("s-p-" + strconv.FormatUint(p.seq, 10)))
-			c.token = string(tok)
-			p.tokens[c.token] = tokenOwner{a: a, token: bytes.Clone(params[ms+ts : ms+te])}
-			params = rawjson.Replace(params, ms+ts, ms+te, tok)
-		}
-	}
-	p.calls[did] = c
-	p.byOrigin[originKey{a, m.ID}] = did
-	p.began(c, params)
+// relay sends a session's request to the server as the session wrote it; it unlocks p.mu.
+func (p *proc) relay(a *Attachment, r *request, record bool) {
+	c := &relayed{a: a, method: r.method, record: record}
+	p.calls[r.id] = c
+	p.began(c, r.params)
 	p.mu.Unlock()
-	p.conn.Send(nil, stdio.Request(did, m.Method, params)...)
+	p.conn.Send(nil, r.line)
 }
 
-// clientNotification takes a session's notification for the server.
-func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request) {
+// clientNotification takes a session's notification for the server (line: as it wrote it).
+func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request, line []byte) {
 	switch m.Method {
 	case "notifications/initialized":
 		p.mu.Lock()
@@ -353,33 +413,35 @@ func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request) {
 			return
 		}
 	case "notifications/cancelled":
-		id, reason, ok := stdio.ParseCancel(m.Params)
+		id, _, ok := stdio.ParseCancel(m.Params)
 		if !ok {
 			return
 		}
 		// The request is forgotten: its session expects no answer ("The receiver ... SHOULD
 		// NOT send a response for the cancelled request"), and one that comes is dropped. A
 		// request still waiting for its turn is never sent.
+		key, _ := id.Raw().(string)
 		p.mu.Lock()
 		if p.unlisten(a, id) {
 			p.mu.Unlock()
 			return
 		}
-		did, found := p.byOrigin[originKey{a, id}]
+		c := p.calls[key]
+		found := c != nil && c.a == a
 		if found {
-			p.forget(did, p.calls[did])
+			p.forget(key, c)
 		} else {
-			p.unqueue(a, id)
+			p.unqueue(a, key)
 		}
 		next := p.next()
 		p.mu.Unlock()
 		if found {
-			p.conn.Send(nil, stdio.Cancelled(did, reason)...)
+			p.conn.Send(nil, withNewline(line))
 		}
 		p.sendAll(next)
 		return
 	}
-	p.conn.Send(nil, stdio.Notification(m.Method, m.Params)...)
+	p.conn.Send(nil, withNewline(line))
 }
 
 // clientAnswer passes a session's answer to a request of the server's.
@@ -494,7 +556,7 @@ func (p *proc) answer(m *jsonrpc.Response) {
 	}
 	next := p.next()
 	p.mu.Unlock()
-	p.hand(c.a, &jsonrpc.Response{ID: c.id, Result: result, Error: m.Error})
+	p.hand(c.a, &jsonrpc.Response{ID: m.ID, Result: result, Error: m.Error})
 	p.sendAll(next)
 	for _, w := range waiters {
 		p.hand(w.a, &jsonrpc.Response{ID: w.id, Result: result, Error: m.Error})
@@ -502,15 +564,9 @@ func (p *proc) answer(m *jsonrpc.Response) {
 }
 
 // forget takes a session's request out of the maps. Callers hold p.mu.
-func (p *proc) forget(did string, c *relayed) {
-	delete(p.calls, did)
+func (p *proc) forget(id string, c *relayed) {
+	delete(p.calls, id)
 	p.ended(c)
-	if p.byOrigin[originKey{c.a, c.id}] == did {
-		delete(p.byOrigin, originKey{c.a, c.id})
-	}
-	if c.token != "" {
-		delete(p.tokens, c.token)
-	}
 }
 
 // serverRequest passes a request of the server's to the session whose request it serves; a
@@ -561,6 +617,18 @@ func (p *proc) route(params json.RawMessage) (*Attachment, string) {
 	return nil, "no session uses the server"
 }
 
+// spaceOf is the session attached whose ID space the JSON string token is of; nil when none's.
+// Callers hold p.mu.
+func (p *proc) spaceOf(token []byte) *Attachment {
+	tok, _ := rawjson.Decode(token)
+	for _, a := range p.atts {
+		if strings.HasPrefix(tok, a.space) {
+			return a
+		}
+	}
+	return nil
+}
+
 // metaRelatedTask is the _meta key of a message about a task (2025-11-25: "Metadata for
 // associating messages with a task").
 const metaRelatedTask = "io.modelcontextprotocol/related-task"
@@ -573,9 +641,8 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 	switch {
 	case m.Method == "notifications/progress":
 		if ts, te, ok := rawjson.Member(params, "progressToken"); ok {
-			if o, ok := p.tokens[string(params[ts:te])]; ok {
-				params = rawjson.Replace(params, ts, te, o.token)
-				to = []*Attachment{o.a}
+			if a := p.spaceOf(params[ts:te]); a != nil {
+				to = []*Attachment{a}
 			}
 		}
 	case m.Method == "notifications/cancelled":

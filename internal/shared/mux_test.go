@@ -4,6 +4,8 @@ package shared
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -59,8 +61,8 @@ func TestMuxInitializeTogether(t *testing.T) {
 	}
 }
 
-// Requests of the same ID from both sessions, at the server together: each session gets its
-// own answer, under its own ID.
+// Requests of the same ID in both sessions' spaces (what their aggregators number alike), at
+// the server together: each session gets its own answer, under its own ID.
 func TestMuxSameIDs(t *testing.T) {
 	_, p1, p2 := twoSessions(t, "-full")
 	p1.initialize("2025-06-18", "one")
@@ -82,14 +84,14 @@ func TestMuxSameIDs(t *testing.T) {
 	}
 }
 
-// A progress token both sessions use: each gets the progress of its own request only, under
-// its token as it wrote it.
+// Progress tokens numbered alike in both sessions' spaces: each session gets the progress of
+// its own request only, under its token as it wrote it.
 func TestMuxProgressTokens(t *testing.T) {
 	_, p1, p2 := twoSessions(t, "-full")
 	p1.initialize("2025-06-18", "one")
 	p2.initialize("2025-06-18", "two")
-	c1 := p1.send(`3`, "tools/call", `{"name":"progress","arguments":{},"_meta":{"progressToken":"t"}}`)
-	c2 := p2.send(`3`, "tools/call", `{"name":"progress","arguments":{},"_meta":{"progressToken":"t"}}`)
+	c1 := p1.send(`3`, "tools/call", `{"name":"progress","arguments":{},"_meta":{"progressToken":`+p1.wire("p-3")+`}}`)
+	c2 := p2.send(`3`, "tools/call", `{"name":"progress","arguments":{},"_meta":{"progressToken":`+p2.wire("p-3")+`}}`)
 	p1.await(c1, "answer to progress")
 	p2.await(c2, "answer to progress")
 	for _, p := range []*peer{p1, p2} {
@@ -106,8 +108,8 @@ func TestMuxProgressTokens(t *testing.T) {
 				Message       string
 			}
 			_ = json.Unmarshal(m.Params, &params)
-			if string(params.ProgressToken) != `"t"` {
-				t.Errorf("%s: progress under the token %s, want its own, \"t\"", p.name, params.ProgressToken)
+			if string(params.ProgressToken) != p.wire("p-3") {
+				t.Errorf("%s: progress under the token %s, want its own, %s", p.name, params.ProgressToken, p.wire("p-3"))
 			}
 			got = append(got, params.Message)
 		}
@@ -168,7 +170,37 @@ func TestMuxDetachCancels(t *testing.T) {
 	}
 	var got struct{ IDs []string }
 	_ = json.Unmarshal(p2.tool(`3`, "cancelled", `{}`), &got)
-	if len(got.IDs) != 1 || !strings.HasPrefix(got.IDs[0], `"s-`) {
+	if len(got.IDs) != 1 || got.IDs[0] != p1.wire(`5`) {
 		t.Errorf("the server's cancellations: %q, want the detached session's call alone", got.IDs)
+	}
+}
+
+// A request whose ID or progress token is not of its session's space (which would take what
+// is meant for another session) is refused, and never reaches the server.
+func TestMuxOutsideSpace(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "calls")
+	_, p1, p2 := twoSessions(t, "-full", "-record", record)
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	for _, tc := range []struct{ id, params, why string }{
+		{`7`, `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
+		{`"x"`, `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
+		{p2.wire(`8`), `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
+		{p1.wire(`9`), `{"name":"echo","arguments":{},"_meta":{"progressToken":` + p2.wire(`p-9`) + `}}`, "the request's progress token is not of the session's ID space"},
+		{p1.wire(`10`), `{"name":"echo","arguments":{},"_meta":{"progressToken":10}}`, "the request's progress token is not of the session's ID space"},
+	} {
+		p1.mu.Lock()
+		ch := make(chan message, 1)
+		p1.pending[tc.id] = pending{tc.id, ch}
+		p1.mu.Unlock()
+		p1.write(`{"jsonrpc":"2.0","id":` + tc.id + `,"method":"tools/call","params":` + tc.params + `}`)
+		m := p1.await(ch, "the refusal of "+tc.id)
+		if !strings.Contains(string(m.Error), tc.why) || !strings.Contains(string(m.Error), `"code":-32603`) {
+			t.Errorf("%s: %s, want an internal error saying %q", tc.id, m.line, tc.why)
+		}
+	}
+	p1.tool(`11`, "echo", `{"after":"the refusals"}`)
+	if got, _ := os.ReadFile(record); string(got) != "echo {\"after\":\"the refusals\"}\n" {
+		t.Errorf("the server's calls:\n%s\nwant the last alone: a refused request reached it", got)
 	}
 }

@@ -43,7 +43,12 @@ type Session struct {
 	place place
 	id    string
 	d     *daemon // the shared process, for a hosted session
+	space string  // a hosted session's ID space (daemon.space)
 }
+
+// IDSpace is the ID space of a hosted session's requests to its servers: what its
+// aggregator's Options.IDSpace is to be. The multiplexer refuses a request outside it.
+func (s *Session) IDSpace() string { return s.space }
 
 // Join prepares a session to share the servers of the shared process of this build: the place
 // is checked; the shared process is found, or started, with the first server.

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
@@ -31,7 +29,7 @@ import (
 // queued is a request waiting for its session's turn.
 type queued struct {
 	a *Attachment
-	m *jsonrpc.Request
+	r *request
 }
 
 // askKey is what a request is known to ask by: its method and tool or prompt name; "" for a
@@ -44,9 +42,9 @@ func askKey(method string, params json.RawMessage) string {
 	return method + " " + name
 }
 
-// waits reports whether a's request m waits for a's turn. Callers hold p.mu.
-func (p *proc) waits(a *Attachment, m *jsonrpc.Request) bool {
-	if !p.askers[askKey(m.Method, m.Params)] {
+// waits reports whether a's request r waits for a's turn. Callers hold p.mu.
+func (p *proc) waits(a *Attachment, r *request) bool {
+	if !p.askers[askKey(r.method, r.params)] {
 		return false
 	}
 	if len(p.queue) > 0 {
@@ -161,14 +159,14 @@ func (p *proc) sendAll(qs []*queued) {
 		if p.asking[q.a]--; p.asking[q.a] <= 0 { // relay counts it again
 			delete(p.asking, q.a)
 		}
-		p.relay(q.a, q.m, false)
+		p.relay(q.a, q.r, false)
 	}
 }
 
 // unqueue takes a cancelled request out of the queue. Callers hold p.mu.
-func (p *proc) unqueue(a *Attachment, id jsonrpc.ID) {
+func (p *proc) unqueue(a *Attachment, id string) {
 	for i, q := range p.queue {
-		if q.a == a && q.m.ID == id {
+		if q.a == a && q.r.id == id {
 			p.queue = append(p.queue[:i], p.queue[i+1:]...)
 			return
 		}

@@ -43,7 +43,7 @@ func TestTurns(t *testing.T) {
 	}
 	// The waiting call is not at the server: cancelled, it never reaches it, nor does its
 	// cancellation.
-	p2.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"enough"}}`)
+	p2.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + p2.wire(`1`) + `,"reason":"enough"}}`)
 	var cancelled struct{ IDs []string }
 	_ = json.Unmarshal(p2.tool(`3`, "cancelled", `{}`), &cancelled)
 	if len(cancelled.IDs) > 0 {
