@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,26 +151,44 @@ func (c *Conn) Close() error {
 
 // closeNeverWait is Close with Options.NeverWait: what was sent is written first, for
 // neverWaitClose at most; then the writer is closed, which ends a background write that waits
-// for a peer that does not read.
+// for a peer that does not read. A message being written inline (Send) is waited for too: its
+// write does not wait, and, should the pipe take only part of it, its background writer is
+// then waited for, so that no message is cut short by the close.
 func (c *Conn) closeNeverWait() error {
-	c.qmu.Lock()
-	var idle chan struct{}
-	if c.flushers > 0 {
-		if c.idle == nil {
-			c.idle = make(chan struct{})
+	deadline := time.Now().Add(neverWaitClose)
+	for {
+		c.qmu.Lock()
+		if c.flushers == 0 && c.wmu.TryLock() { // nothing is being written
+			c.closeMu.Do(func() { close(c.closed) })
+			c.qmu.Unlock()
+			defer c.wmu.Unlock()
+			return c.closeBoth()
 		}
-		idle = c.idle
-	}
-	c.qmu.Unlock()
-	if idle != nil {
+		var idle chan struct{}
+		if c.flushers > 0 {
+			if c.idle == nil {
+				c.idle = make(chan struct{})
+			}
+			idle = c.idle
+		}
+		c.qmu.Unlock()
+		if idle == nil {
+			closeWaits()
+			runtime.Gosched() // a Send writing inline, which does not wait
+			continue
+		}
 		select {
 		case <-idle:
-		case <-time.After(neverWaitClose):
+		case <-time.After(time.Until(deadline)):
+			c.closeMu.Do(func() { close(c.closed) })
+			return c.closeBoth()
 		}
 	}
-	c.closeMu.Do(func() { close(c.closed) })
-	return c.closeBoth()
 }
+
+// closeWaits is called when closeNeverWait finds a message being written inline (for the
+// tests).
+var closeWaits = func() {}
 
 // closeBoth closes the writer and the reader.
 func (c *Conn) closeBoth() error {

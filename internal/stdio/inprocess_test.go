@@ -186,3 +186,60 @@ func TestNeverWaitCloseUnread(t *testing.T) {
 		t.Fatal("the message the peer never read was not reported as failed")
 	}
 }
+
+// Close, with NeverWait, waits for a message being written inline whose write the pipe took
+// only in part: the rest, written by the background writer, reaches the peer whole before the
+// writer is closed.
+func TestNeverWaitCloseDuringInlineWrite(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := New(nil, w, &Options{NeverWait: true})
+	if c.tryWrite == nil {
+		t.Skip("pipes are not written inline here")
+	}
+	first := strings.Repeat("a", 40<<10) + "\n"  // the peer does not read: the pipe keeps it
+	second := strings.Repeat("b", 40<<10) + "\n" // of which the pipe takes only a part
+	c.Send(nil, []byte(first))
+	inner := c.tryWrite
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.tryWrite = func(b []byte) (int, error) {
+		n, err := inner(b)
+		close(entered)
+		<-release // the write is under way when Close comes
+		return n, err
+	}
+	waiting := make(chan struct{}, 1)
+	defer func(f func()) { closeWaits = f }(closeWaits)
+	closeWaits = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	go c.Send(nil, []byte(second))
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-waiting:
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a message was being written", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not come")
+	}
+	close(release)
+	read := make(chan []byte)
+	go func() {
+		data, _ := io.ReadAll(r)
+		read <- data
+	}()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-read; string(got) != first+second {
+		t.Fatalf("the peer read %d bytes, want %d: both messages whole", len(got), len(first)+len(second))
+	}
+}
