@@ -401,8 +401,12 @@ func (p *proc) relay(a *Attachment, r *request, record bool) {
 	p.conn.Send(nil, r.line)
 }
 
-// clientNotification takes a session's notification for the server (line: as it wrote it).
+// clientNotification takes a session's notification for the server (line: as it wrote it);
+// one written as the session was detached is dropped, as its requests are.
 func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request, line []byte) {
+	if !p.serves(a) {
+		return
+	}
 	switch m.Method {
 	case "notifications/initialized":
 		p.mu.Lock()

@@ -204,3 +204,19 @@ func TestMuxOutsideSpace(t *testing.T) {
 		t.Errorf("the server's calls:\n%s\nwant the last alone: a refused request reached it", got)
 	}
 }
+
+// A notification a session wrote as it was detached (its write began before the detach, and
+// is taken after it) does not reach the server, as a request would not.
+func TestMuxDetachedNotification(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	p1.a.Stop(0)
+	p1.exited()
+	p1.a.p.fromSession(p1.a, []byte(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`))
+	var got struct{ Notes []string }
+	_ = json.Unmarshal(p2.tool(`1`, "notes", `{}`), &got)
+	if slices.Contains(got.Notes, "notifications/roots/list_changed") {
+		t.Errorf("the server got a detached session's notification: %q", got.Notes)
+	}
+}
