@@ -41,7 +41,7 @@ var (
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
-	only       = flag.String("only", "", "run only this measurement: latency, modern, probe, throughput, startup, discovery, schema, payload, idle, reload, lazy, toolsearch, shared")
+	only       = flag.String("only", "", "run only this measurement: latency, modern, probe, throughput, startup, discovery, schema, payload, idle, reload, lazy, toolsearch, shared, hops (with -baseline too)")
 	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
 	baseline   = flag.String("baseline", "", "compare with these aggregator binaries (earlier builds, comma-separated), interleaved in one run with a direct connection and a byte relay, instead of the usual report")
 	baseLabel  = flag.String("baseline-label", "baseline", "what the baselines are, for the report (commits, comma-separated)")
@@ -69,6 +69,10 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 	b := &bench{dir: dir}
+	if *only == "hops" {
+		b.hops()
+		return
+	}
 	if *baseline != "" {
 		report := b.compare()
 		fmt.Print(report)
@@ -88,6 +92,7 @@ func main() {
 		b.sharedSection()
 		return
 	}
+
 	var rows []row
 	add := func(r ...row) {
 		rows = append(rows, r...)

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// hops measures finely what a call costs each process between client and server (-only hops):
+// -calls sequential calls of the echo tool (after a warm-up) from a client that writes each
+// request and reads its answer, as raw lines (no SDK on the client's side, whose own timing
+// would move the figures), through two byte relays in a row (the floor of a shared path), then
+// through each build, unshared and with --share, the builds alternating, -runs times. For each:
+// the CPU time per call of both relays, of the unshared aggregator, and apart, of a shared
+// session's forwarder and of the shared process (which hosts the session). The builds are
+// -baseline's (with -baseline-label) and this one. It prints the medians and every run's
+// figures, which make bench-compare's shorter runs cannot tell apart from the machine's spread
+// when they differ by a few per cent.
+func (b *bench) hops() {
+	builds := []build{{"this build", *aggBin, false}}
+	if *baseline != "" {
+		builds = nil
+		for _, bd := range b.builds() {
+			if !bd.trust {
+				builds = append(builds, bd)
+			}
+		}
+	}
+	cell := func(xs []float64) string {
+		return fmt.Sprintf("%s [%s]", usF(median(xs)), strings.Join(mapTo(xs, usF), " "))
+	}
+	config := b.config(1, nil)
+	type figures struct{ unshared, forwarder, shared []float64 }
+	got := make([]figures, len(builds))
+	var relays []float64
+	for run := range *runs {
+		c := startRaw(relayed(relayed(exec.Command(*fixtureBin))))
+		pids := append([]int{c.cmd.Process.Pid}, childrenOf(c.cmd.Process.Pid)...)
+		both := c.cpuPerCall("echo", pids...)
+		relays = append(relays, both[0]+both[1])
+		c.close()
+		for i, bd := range builds {
+			c := startRaw(exec.Command(bd.bin, "--config", config, "--separator", "__"))
+			got[i].unshared = append(got[i].unshared, c.cpuPerCall("s00__echo", c.cmd.Process.Pid)[0])
+			c.close()
+
+			rt := filepath.Join(b.dir, fmt.Sprintf("hops-%d-%d", run, i)) // a shared process of its own
+			if err := os.Mkdir(rt, 0o700); err != nil {
+				log.Fatal(err)
+			}
+			os.Setenv("XDG_RUNTIME_DIR", rt)
+			c = startRaw(exec.Command(bd.bin, "--config", config, "--separator", "__", "--share", "--linger", "1s"))
+			daemons := sharedDaemons(rt)
+			if len(daemons) != 1 {
+				log.Fatalf("%s: %d shared processes, want one", bd.label, len(daemons))
+			}
+			apart := c.cpuPerCall("s00__echo", c.cmd.Process.Pid, daemons[0])
+			got[i].forwarder = append(got[i].forwarder, apart[0])
+			got[i].shared = append(got[i].shared, apart[1])
+			c.close()
+			waitNoDaemon(rt)
+			os.Unsetenv("XDG_RUNTIME_DIR")
+		}
+	}
+	fmt.Printf("CPU per call, %d sequential calls, median of %d runs (each run's figures in brackets)\n", *calls, *runs)
+	fmt.Printf("two byte relays in a row (both): %s\n", cell(relays))
+	fmt.Printf("%-12s | %-40s | %-40s | %s\n", "build", "unshared aggregator", "shared: forwarder", "shared: shared process")
+	for i, bd := range builds {
+		fmt.Printf("%-12s | %-40s | %-40s | %s\n", bd.label, cell(got[i].unshared), cell(got[i].forwarder), cell(got[i].shared))
+	}
+}
+
+// rawClient speaks JSON-RPC to a process as lines, with nothing between.
+type rawClient struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// startRaw starts cmd and initializes its session (a legacy client).
+func startRaw(cmd *exec.Cmd) *rawClient {
+	cmd.Stderr = io.Discard
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	c := &rawClient{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
+	c.roundTrip(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	c.write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return c
+}
+
+func (c *rawClient) write(line string) {
+	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// roundTrip writes a request and reads the next line, its answer (a call of echo is answered
+// with nothing before it).
+func (c *rawClient) roundTrip(line string) {
+	c.write(line)
+	if _, err := c.out.ReadSlice('\n'); err != nil {
+		log.Fatalf("%s: %v", c.cmd.Path, err)
+	}
+}
+
+// cpuPerCall makes -calls sequential calls of tool (after echoWarmUp) and returns the CPU time
+// each of the processes pids spent per call.
+func (c *rawClient) cpuPerCall(tool string, pids ...int) []float64 {
+	call := func(i int) {
+		c.roundTrip(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"text":"hello"}}}`)
+	}
+	for i := range echoWarmUp {
+		call(i + 1)
+	}
+	before := make([]int64, len(pids))
+	for i, pid := range pids {
+		before[i] = cpuTime(pid)
+	}
+	for i := range *calls {
+		call(echoWarmUp + i + 1)
+	}
+	per := make([]float64, len(pids))
+	for i, pid := range pids {
+		per[i] = float64(cpuTime(pid)-before[i]) / float64(*calls)
+	}
+	return per
+}
+
+func (c *rawClient) close() {
+	c.in.Close()
+	if err := c.cmd.Wait(); err != nil {
+		log.Printf("%s: %v", c.cmd.Path, err)
+	}
+}
