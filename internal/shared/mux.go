@@ -105,8 +105,8 @@ type relayed struct {
 
 // request is a request a session wrote for the server.
 type request struct {
-	id     string          // its ID: a string of the session's space
-	method string          //
+	id     string // its ID: a string of the session's space
+	method string
 	params json.RawMessage // within line
 	line   []byte          // as the session wrote it, with its newline: what the server gets
 }
@@ -264,23 +264,30 @@ var merged = map[string]bool{"initialize": true, "server/discover": true, "loggi
 	"subscriptions/listen": true, "resources/subscribe": true, "resources/unsubscribe": true}
 
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
-// string (as in every session's space), its line copied (the session's buffer is its own).
+// string (as in every session's space); the request holds a copy of the line (the session's
+// buffer is its own).
 func readRequest(line []byte) (*request, bool) {
-	r := &request{line: withNewline(line)}
+	r := &request{}
 	var idOK, isCall bool
-	valid := rawjson.Object(r.line, func(k []byte, s, e int) bool {
+	ps, pe := 0, 0
+	valid := rawjson.Object(line, func(k []byte, s, e int) bool {
 		switch string(k) {
 		case "id":
-			r.id, idOK = rawjson.Decode(r.line[s:e])
+			r.id, idOK = rawjson.Decode(line[s:e])
 			isCall = true
 		case "method":
-			r.method, _ = rawjson.Decode(r.line[s:e])
+			r.method, _ = rawjson.Decode(line[s:e])
 		case "params":
-			r.params = r.line[s:e]
+			ps, pe = s, e
 		}
 		return true
 	})
-	return r, valid && isCall && idOK && r.method != ""
+	if !valid || !isCall || !idOK || r.method == "" {
+		return nil, false
+	}
+	r.line = withNewline(line)
+	r.params = r.line[ps:pe]
+	return r, true
 }
 
 // withNewline is a copy of line with its newline.
