@@ -86,14 +86,7 @@ type rawClient struct {
 // startRaw starts cmd and initializes its session (a legacy client).
 func startRaw(cmd *exec.Cmd) *rawClient {
 	cmd.Stderr = io.Discard
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		log.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		log.Fatal(err)
-	}
+	in, out := pipesOf(cmd)
 	if err := cmd.Start(); err != nil {
 		log.Fatal(err)
 	}

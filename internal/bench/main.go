@@ -205,14 +205,7 @@ func connectWith(cmd *exec.Cmd, opts *mcp.ClientOptions) (*session, time.Duratio
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		log.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		log.Fatal(err)
-	}
+	stdin, stdout := pipesOf(cmd)
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, opts)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -227,6 +220,19 @@ func connectWith(cmd *exec.Cmd, opts *mcp.ClientOptions) (*session, time.Duratio
 		log.Fatalf("connecting to %s: %v", cmd.Path, err)
 	}
 	return &session{s, cmd}, time.Since(start)
+}
+
+// pipesOf makes cmd's stdin and stdout pipes, before it starts.
+func pipesOf(cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	return stdin, stdout
 }
 
 // Close ends the session and waits for the process.

@@ -23,14 +23,7 @@ const relayArg = "-relay"
 func runRelay(argv []string) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		log.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		log.Fatal(err)
-	}
+	in, out := pipesOf(cmd)
 	if err := cmd.Start(); err != nil {
 		log.Fatal(err)
 	}
