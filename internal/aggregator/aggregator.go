@@ -197,6 +197,8 @@ type Aggregator struct {
 	sess *session
 	// client is how the roster reaches the session (sides.go).
 	client clientSink
+	// setup is what the client set up on the servers, set up again on their new processes.
+	setup clientSetup
 	// instructions are the servers' instructions combined at the start-up.
 	instructions string
 

@@ -47,7 +47,6 @@ type session struct {
 	sdk                      *sdkConn
 	queue                    clientQueue // what waits for the client to be ready
 	notify                   *debouncer
-	setup                    clientSetup // what the client set up on the servers, for their new processes
 	// streamsMu orders what is written on a modern client's listen streams: a stream's
 	// acknowledgement before its notifications (streams.go).
 	streamsMu sync.Mutex

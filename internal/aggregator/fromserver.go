@@ -157,7 +157,7 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 	if errObj == nil && s.side().carry(c, s, result) {
 		return // a legacy client's request to a modern server needs input (fulfil.go)
 	}
-	a.sess.answerCall(c, result, errObj) // with --debug or --audit-log, recorded there
+	a.client.answerCall(c, result, errObj) // with --debug or --audit-log, recorded there
 }
 
 // serverBadLine deals with a line of s that is not a JSON-RPC message.
@@ -194,7 +194,7 @@ func (a *Aggregator) serverRequest(s *server, m *jsonrpc.Request) {
 		s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))...)
 		return
 	}
-	a.sess.toClientRequest(s, m)
+	a.client.toClientRequest(s, m)
 }
 
 // serverProgress passes a server's progress notification to the sender of the request it is
@@ -210,7 +210,7 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 		s.log.Debug("dropped a progress notification for a token it was not given", "params", excerpt(m.Params))
 		return
 	}
-	if !a.sess.side().progress(c) {
+	if !a.client.side().progress(c) {
 		return // the client's request was answered: its token is no longer active
 	}
 	if c.chain != nil && !c.chain.advance(m.Params) {
@@ -220,13 +220,13 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 	if c.fromToken != nil {
 		params = rawjson.Replace(params, start, end, c.fromToken)
 	}
-	a.sess.toClient(stdio.Notification(m.Method, params))
+	a.client.toClient(stdio.Notification(m.Method, params))
 }
 
 // serverLog passes a server's log message to the client, with the server's key as the logger
 // when the server named none.
 func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
-	if side := a.sess.side(); side != nil && !side.serverLog(s, m.Params) {
+	if side := a.client.side(); side != nil && !side.serverLog(s, m.Params) {
 		return
 	}
 	params := m.Params
@@ -234,7 +234,7 @@ func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
 		logger, _ := json.Marshal(s.key)
 		params = rawjson.Prepend(params, `"logger":`+string(logger))
 	}
-	a.sess.toClient(stdio.Notification(m.Method, params))
+	a.client.toClient(stdio.Notification(m.Method, params))
 }
 
 // serverTaskStatus passes a server's notifications/tasks/status to the client, and notes who
@@ -242,8 +242,8 @@ func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
 func (a *Aggregator) serverTaskStatus(s *server, m *jsonrpc.Request) {
 	id, _ := rawjson.StringMember(m.Params, "taskId")
 	a.inflight.setTask(id, s)
-	if side := a.sess.side(); side == nil || side.taskStatus() {
-		a.sess.toClient(stdio.Notification(m.Method, m.Params))
+	if side := a.client.side(); side == nil || side.taskStatus() {
+		a.client.toClient(stdio.Notification(m.Method, m.Params))
 	}
 }
 
@@ -255,16 +255,16 @@ func (a *Aggregator) serverCancelled(s *server, m *jsonrpc.Request) {
 		return
 	}
 	if c := a.inflight.cancelled(s, id); c != nil && c.stage == sent {
-		a.sess.toClient(stdio.Cancelled(c.toID, reason))
+		a.client.toClient(stdio.Cancelled(c.toID, reason))
 	}
 }
 
 // serverResourceUpdated passes a server's notifications/resources/updated to the client (to a
 // modern one on the streams that subscribed it).
 func (a *Aggregator) serverResourceUpdated(_ *server, m *jsonrpc.Request) {
-	if side := a.sess.side(); side != nil {
+	if side := a.client.side(); side != nil {
 		side.resourceUpdated(m.Params)
 		return
 	}
-	a.sess.toClient(stdio.Notification(m.Method, m.Params))
+	a.client.toClient(stdio.Notification(m.Method, m.Params))
 }

@@ -101,7 +101,7 @@ func (se *session) callResource(req *jsonrpc.Request) {
 		return
 	}
 	if req.Method != "resources/read" {
-		se.setup.subscribed(req.Method, uri, s.key) // subscribed again on its new processes
+		se.a.setup.subscribed(req.Method, uri, s.key) // subscribed again on its new processes
 		if s.side().subscribeFor(req, s, uri) {
 			return // a modern server's listen carries it (servermodern.go)
 		}
@@ -247,7 +247,7 @@ func (se *session) checkNoCursor(req *jsonrpc.Request) bool {
 // setLevel passes logging/setLevel to every server that offers logging and answers once all
 // of them have: with the empty result when any accepted it, else with the first error.
 func (se *session) setLevel(req *jsonrpc.Request) {
-	se.setup.leveled(req.Params) // set again on the servers' new processes
+	se.a.setup.leveled(req.Params) // set again on the servers' new processes
 	var targets []*server
 	for _, s := range se.a.servingServers() {
 		if s.offers("logging") && s.side().setsLevel() { // a modern one takes the level per request

@@ -191,7 +191,7 @@ func (a *Aggregator) idleStop(sl *slot) {
 	case r.closed || sl.state != serving || time.Since(time.Unix(0, s.lastUse.Load())) < a.opts.IdleStop:
 		r.mu.Unlock()
 		return
-	case a.sess.setup.holds(s.key):
+	case a.setup.holds(s.key):
 		r.mu.Unlock()
 		return // the client's subscriptions are the server's to keep
 	case !a.inflight.closeIfIdle(s):

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/config"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // The roster is the one table of the configured servers, by key, each in one state:
@@ -526,7 +527,7 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 		if c.to == s {
 			a.failWith(c, errFor(c))
 		} else if c.stage == sent {
-			a.client.cancelRequest(c.toID, reason)
+			a.client.toClient(stdio.Cancelled(c.toID, reason))
 		}
 	}
 }

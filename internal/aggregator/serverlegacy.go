@@ -89,7 +89,7 @@ func (l legacyServer) subscribe(ctx context.Context, s *server, method, uri stri
 	if _, err := l.a.call(ctx, s, method, method+" for a subscriptions/listen of the client", params); err != nil {
 		return rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q: %s: %v", s.key, method, err)
 	}
-	l.a.sess.setup.subscribed(method, uri, s.key) // subscribed again on its new processes
+	l.a.setup.subscribed(method, uri, s.key) // subscribed again on its new processes
 	return nil
 }
 
@@ -99,7 +99,7 @@ func (legacyServer) setsLevel() bool { return true }
 // A failure is logged, and s serves all the same (as the first process would have answered the
 // client with the error).
 func (l legacyServer) replay(ctx context.Context, s *server) {
-	level, uris := l.a.sess.setup.of(s.key)
+	level, uris := l.a.setup.of(s.key)
 	if level != nil && s.offers("logging") {
 		if _, err := l.a.call(ctx, s, "logging/setLevel", "setting the log level again", level); err != nil {
 			s.log.Warn("setting the client's log level on the new process failed", "error", err)
@@ -135,7 +135,7 @@ func (a *Aggregator) lowerLevel(s *server, rank int) <-chan struct{} {
 		}
 	}
 	params := json.RawMessage(`{"level":` + strconv.Quote(era.LogLevel(rank)) + `}`)
-	a.sess.setup.leveled(params)
+	a.setup.leveled(params)
 	answered := make(chan struct{})
 	if a.sendToServer(&call{to: s, method: "logging/setLevel", doing: "setting the log level a request asked for",
 		done: func(_, errObj json.RawMessage) {

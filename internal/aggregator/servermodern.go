@@ -58,7 +58,7 @@ func (m *modernServer) params(c *call, params [][]byte) [][]byte {
 	}
 	env := m.envelope
 	if c.req != nil {
-		env = era.WithLogLevel(env, m.a.sess.setup.logLevel())
+		env = era.WithLogLevel(env, m.a.setup.logLevel())
 	}
 	p := era.Envelop(slices.Concat(params...), env)
 	if c.req != nil && c.chain == nil && era.InputMethods[c.method] {
@@ -105,17 +105,17 @@ func (m *modernServer) subscribeFor(req *jsonrpc.Request, s *server, uri string)
 // was open. A subscription the server did not acknowledge is taken back, and the error says
 // why.
 func (m *modernServer) subscribe(ctx context.Context, s *server, method, uri string) json.RawMessage {
-	m.a.sess.setup.subscribed(method, uri, s.key)
+	m.a.setup.subscribed(method, uri, s.key)
 	accepted, err := m.listenAt(ctx, s)
 	go m.a.refresh(s, allKinds...) // changes while no listen was open
 	switch {
 	case err != nil:
 		if method == "resources/subscribe" {
-			m.a.sess.setup.subscribed("resources/unsubscribe", uri, s.key)
+			m.a.setup.subscribed("resources/unsubscribe", uri, s.key)
 		}
 		return rpcError(jsonrpc.CodeInternalError, nil, "Internal error: server %q (protocol %s) could not take the subscription: %v", s.key, s.protocol, err)
 	case method == "resources/subscribe" && !slices.Contains(accepted, uri):
-		m.a.sess.setup.subscribed("resources/unsubscribe", uri, s.key)
+		m.a.setup.subscribed("resources/unsubscribe", uri, s.key)
 		return invalidParams("server %q did not accept the subscription to %q (its acknowledgement of subscriptions/listen does not list it; does it offer resources.subscribe?)", s.key, uri)
 	}
 	return nil
@@ -131,7 +131,7 @@ func (m *modernServer) carry(c *call, s *server, result json.RawMessage) bool {
 	if c.chain == nil || era.ResultType(result) != "input_required" {
 		return false
 	}
-	go m.a.sess.fulfil(c, s, result)
+	go m.a.client.fulfil(c, s, result)
 	return true
 }
 
@@ -194,7 +194,7 @@ func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error
 		}
 		cancel()
 	}
-	_, uris := a.sess.setup.of(s.key)
+	_, uris := a.setup.of(s.key)
 	f := era.ListenFilter(s.caps, uris)
 	if f.Empty() {
 		return nil, nil

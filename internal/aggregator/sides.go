@@ -20,23 +20,27 @@ import (
 // Answers need neither: era.Translate turns an answer of one era into the other's, and
 // answerClient calls it with the era of who answered and the client's.
 
-// clientSink is the aggregator's one way to the client's session (*session, fromclient.go)
-// from the roster and what serves it: the requests it held, answered or routed again; what it
-// tells the client of its own. The server's messages for the client are delivered by the
-// dispatcher of a server's messages (fromserver.go), to the session of the request they are
-// about.
+// clientSink is the aggregator's one way to the client's session (*session, fromclient.go):
+// what the roster, the dispatcher of the servers' messages (fromserver.go) and the requests'
+// path to the servers (toserver.go) have to tell the client or ask of its session.
 type clientSink interface {
+	// side is the session's era (nil before the session begins), which decides what of a
+	// server's message reaches the client (clientSide).
+	side() clientSide
 	// clientRequest routes a request of the client's again, as if it had just come: one held
 	// for a key that came back, or for what it waited for.
 	clientRequest(req *jsonrpc.Request)
 	// answerClient answers a request of the client's that the aggregator answers itself
-	// (refused, unknown, fanned out); answerCall a relayed call that ends without its server's
-	// answer (the server went down, the request could not be written).
+	// (refused, unknown, fanned out); answerCall a relayed call, with its server's answer or
+	// with an error when it ends without one.
 	answerClient(id jsonrpc.ID, result, errObj json.RawMessage)
 	answerCall(c *call, result, errObj json.RawMessage)
-	// cancelRequest cancels at the client a server's request (under toID, the ID the client
-	// saw) whose server went down.
-	cancelRequest(toID, reason string)
+	// fulfil carries a modern server's input_required for a legacy client's call c (fulfil.go).
+	fulfil(c *call, s *server, result json.RawMessage)
+	// toClientRequest takes a server's request for the client; toClient a message for it (a
+	// server's notification, a cancellation), which waits until the client is ready.
+	toClientRequest(s *server, m *jsonrpc.Request)
+	toClient(msg [][]byte)
 	// clientLog tells the client a line of the aggregator's own (a server down, a definition
 	// withheld), where its era allows.
 	clientLog(level, text string)

@@ -98,9 +98,6 @@ func (se *session) clientLog(level, text string) {
 	se.toClient(logNotification(level, text)) // before the session: queued for a legacy one
 }
 
-// cancelRequest cancels a server's request at the client (toID: the ID the client saw).
-func (se *session) cancelRequest(toID, reason string) { se.toClient(stdio.Cancelled(toID, reason)) }
-
 // listChanged tells the client that the list of method changed, once the changes of the next
 // few milliseconds are in (the debouncer), and once it is ready.
 func (se *session) listChanged(method string) { se.notify.trigger(method) }
