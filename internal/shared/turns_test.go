@@ -95,14 +95,17 @@ func TestTurnsKnownBeforeItAsks(t *testing.T) {
 	asking := p1.send(`2`, "tools/call", `{"name":"ask","arguments":{"method":"roots/list"}}`)
 	p1.answerRoots(p1.await(p1.requests, "the server's request"), "file:///one")
 	p1.await(asking, "answer to ask")
-	p1.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	p1.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + p1.wire(`1`) + `}}`)
 	before := p1.cancelledAtServer(`3`)
+	if before != 1 {
+		t.Fatalf("%d cancellations at the server, want s1's sleep's", before)
+	}
 
 	// s1's sleep is at the server: s2's waits for its turn, though the server has not asked.
 	p1.send(`4`, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
 	p1.tool(`5`, "echo", `{}`)
 	p2.send(`1`, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
-	p2.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	p2.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + p2.wire(`1`) + `}}`)
 	if after := p2.cancelledAtServer(`2`); after != before {
 		t.Errorf("s2's sleep was at the server during s1's (%d cancellations there, %d before): it did not wait for its turn", after, before)
 	}
