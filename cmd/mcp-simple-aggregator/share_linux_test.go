@@ -290,6 +290,15 @@ func TestFaultShareRouting(t *testing.T) {
 			t.Fatalf("setLevel: %s", m.Line)
 		}
 	}
+	// A client's progress token on a request the aggregator makes its own (setLevel is merged),
+	// and one of no type a token may have on a call: each reaches the server as a token of the
+	// session's ID space, and nothing is refused.
+	if m := cs[2].call("logging/setLevel", `{"level":"error","_meta":{"progressToken":7}}`); m.Error != nil {
+		t.Fatalf("setLevel with a progress token: %s", m.Line)
+	}
+	if m := cs[1].call("tools/call", `{"name":"a:echo","arguments":{"n":1},"_meta":{"progressToken":null}}`); m.Error != nil || !strings.Contains(string(m.Result), `"structuredContent":{"n":1}`) {
+		t.Fatalf("a call with a progress token of null: %s", m.Line)
+	}
 	for _, c := range cs[:2] {
 		if m := c.call("resources/subscribe", `{"uri":"fixture://static/a"}`); m.Error != nil {
 			t.Fatalf("subscribe: %s", m.Line)

@@ -206,12 +206,20 @@ func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	if !c.own() {
 		t.byFrom[fromKey{c.from, c.fromID}] = c
 	}
-	if key := tokenKeyOf(token); key != "" {
-		if t.byToken[tokenKey{c.to, key}] != nil || t.ownTokens && c.to != nil {
-			newToken = []byte(strconv.Quote(t.space + "p-" + strconv.FormatUint(t.seq, 10)))
-			c.fromToken = append([]byte(nil), token...)
-			key = tokenKeyOf(newToken)
-		}
+	key := tokenKeyOf(token)
+	switch {
+	case key != "" && (t.byToken[tokenKey{c.to, key}] != nil || t.ownTokens && c.to != nil):
+		newToken = []byte(strconv.Quote(t.space + "p-" + strconv.FormatUint(t.seq, 10)))
+		c.fromToken = append([]byte(nil), token...)
+		key = tokenKeyOf(newToken)
+	case key == "" && token != nil && t.ownTokens && c.to != nil:
+		// A token that is neither a string nor a number (ProgressToken's types) keys no
+		// progress: what the server says of it is dropped, as it is when the server has it
+		// as written; in a space, it gets one of the space's all the same, for the server
+		// the sessions share.
+		newToken = []byte(strconv.Quote(t.space + "p-" + strconv.FormatUint(t.seq, 10)))
+	}
+	if key != "" {
 		c.token = key
 		t.byToken[tokenKey{c.to, key}] = c
 	}

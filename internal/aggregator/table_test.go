@@ -119,8 +119,15 @@ func TestTableIDSpace(t *testing.T) {
 	if tok, _ := tb.add(&call{fromID: id(float64(2)), to: a}, nil); tok != nil {
 		t.Errorf("a request without a token was given %s", tok)
 	}
+	odd := &call{fromID: id(float64(3)), to: a}
+	if tok, _ := tb.add(odd, []byte(`null`)); string(tok) != `"agg-3-p-3"` || odd.fromToken != nil {
+		t.Errorf("a token that is no string or number: rewritten to %s (the sender's %s), want one of the space's", tok, odd.fromToken)
+	}
+	if got := tb.progress(a, []byte(`"agg-3-p-3"`)); got != nil {
+		t.Errorf("progress for a token that keys nothing found %v", got)
+	}
 	r := &call{from: a, fromID: id(float64(1))}
-	if tok, _ := tb.add(r, []byte(`7`)); tok != nil || r.toID != "agg-3-3" {
+	if tok, _ := tb.add(r, []byte(`7`)); tok != nil || r.toID != "agg-3-4" {
 		t.Errorf("a server's request to the client: ID %s, token rewritten to %s", r.toID, tok)
 	}
 }

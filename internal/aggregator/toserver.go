@@ -245,7 +245,15 @@ func (a *Aggregator) begin(s *server, method, doing, subject string, params json
 	if params != nil {
 		parts = [][]byte{params}
 	}
-	a.sendToServer(q.c, nil, parts...)
+	var token []byte
+	if a.inflight.ownTokens {
+		// Params the client wrote (a fanned-out logging/setLevel, its level set again on a
+		// new process) may carry its token: in an ID space the server gets one of the
+		// space's (table.add). Unshared the token passes, and progress for a request of
+		// the aggregator's own is dropped either way.
+		token = tokenOf(params)
+	}
+	a.sendToServer(q.c, token, parts...)
 	return q
 }
 
