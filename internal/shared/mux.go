@@ -335,6 +335,9 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 	case "logging/setLevel":
 		p.levels[a] = era.LogRank(stringParam(r.params, "level"))
 		if p.setLevel() {
+			// The server is set to the level the sessions ask for together, which need not be
+			// this session's (another asks for more); the answer is this session's.
+			r.line = slices.Concat(stdio.Request(r.id, r.method, rawjson.Marshal(map[string]string{"level": era.LogLevel(p.level)}))...)
 			p.relay(a, r, false)
 			return
 		}

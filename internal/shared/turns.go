@@ -152,12 +152,17 @@ func (p *proc) next() []*queued {
 	return turn
 }
 
-// sendAll relays the requests next took from the queue.
+// sendAll relays the requests next took from the queue; those of a session detached since are
+// dropped, as a request written as it was detached is.
 func (p *proc) sendAll(qs []*queued) {
 	for _, q := range qs {
 		p.mu.Lock()
 		if p.asking[q.a]--; p.asking[q.a] <= 0 { // relay counts it again
 			delete(p.asking, q.a)
+		}
+		if !q.a.served {
+			p.mu.Unlock()
+			continue
 		}
 		p.relay(q.a, q.r, false)
 	}
