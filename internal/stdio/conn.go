@@ -172,7 +172,11 @@ func (c *Conn) closeNeverWait() error {
 			idle = c.idle
 		}
 		c.qmu.Unlock()
-		if idle == nil {
+		switch {
+		case time.Now().After(deadline):
+			c.closeMu.Do(func() { close(c.closed) })
+			return c.closeBoth()
+		case idle == nil:
 			closeWaits()
 			runtime.Gosched() // a Send writing inline, which does not wait
 			continue
@@ -180,8 +184,6 @@ func (c *Conn) closeNeverWait() error {
 		select {
 		case <-idle:
 		case <-time.After(time.Until(deadline)):
-			c.closeMu.Do(func() { close(c.closed) })
-			return c.closeBoth()
 		}
 	}
 }
