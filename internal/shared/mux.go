@@ -336,8 +336,11 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 		p.levels[a] = era.LogRank(stringParam(r.params, "level"))
 		if p.setLevel() {
 			// The server is set to the level the sessions ask for together, which need not be
-			// this session's (another asks for more); the answer is this session's.
-			r.line = slices.Concat(stdio.Request(r.id, r.method, rawjson.Marshal(map[string]string{"level": era.LogLevel(p.level)}))...)
+			// this session's (another asks for more); the answer is this session's. A level
+			// that is none of the spec's goes as written: the server answers it.
+			if p.level > 0 {
+				r.line = slices.Concat(stdio.Request(r.id, r.method, rawjson.Marshal(map[string]string{"level": era.LogLevel(p.level)}))...)
+			}
 			p.relay(a, r, false)
 			return
 		}
