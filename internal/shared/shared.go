@@ -11,8 +11,10 @@
 // is shared by the sessions whose servers would see the same command, arguments, environment
 // and working directory (identity.go) and, for a server of the legacy era, which is
 // initialized once, whose clients would send it the same initialize. Each process's
-// attachments are routed by mux.go: a session's requests go under IDs and progress tokens of
-// the shared process's own, and their answers and progress back to that session only; a
+// attachments are routed by mux.go: the sessions share one ID space, each with a prefix of its
+// own (Session.IDSpace), in which its aggregator numbers its requests and progress tokens, so
+// that a session's requests go to the server as it wrote them, and their answers and progress
+// back to that session only; a
 // server's request goes to the session whose request it serves (or, asked outside any, to one
 // session that has the server); list changes go to every session, resource updates to the
 // sessions subscribed, log messages to each session at its own level; the handshake is the
