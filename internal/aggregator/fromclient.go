@@ -34,9 +34,9 @@ import (
 //	an answer                 to the server's request in flight with its ID
 //	a line that is not a message   a JSON-RPC error, and the session goes on
 
-// session is the client's session: the connection to the client, what it said of itself and
-// what it set up, and the handling of its messages. It reaches the servers through its
-// aggregator (a); the aggregator reaches it through the clientSink (sides.go) alone.
+// session is the client's session: the connection to the client, what it said of itself, what
+// waits for it, and the handling of its messages. It reaches the servers through its
+// aggregator (a); the aggregator reaches it through the clientSink (sides.go).
 type session struct {
 	a      *Aggregator
 	client *stdio.Conn
@@ -94,18 +94,18 @@ func (se *session) serve(ctx context.Context, in io.Reader, out io.Writer) error
 		Logger:                    slog.New(slog.DiscardHandler),
 	})
 	srv.AddReceivingMiddleware(se.initializeMiddleware)
-	session, err := srv.Connect(ctx, se.sdk, nil)
+	ss, err := srv.Connect(ctx, se.sdk, nil)
 	if err != nil {
 		return err
 	}
 	go se.readClient()
 	done := make(chan error, 1)
-	go func() { done <- session.Wait() }()
+	go func() { done <- ss.Wait() }()
 	select {
 	case err = <-done:
 	case err = <-se.a.fault:
 	case <-ctx.Done():
-		// Not session.Close: it waits for the reader, and a read of stdin cannot be
+		// Not ss.Close: it waits for the reader, and a read of stdin cannot be
 		// interrupted. The program exits once the servers are stopped.
 		err = ctx.Err()
 	}
