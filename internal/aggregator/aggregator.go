@@ -5,7 +5,9 @@
 // The design, with the way of one call through it in both directions, is in docs/design.md.
 // Files by role:
 //
-//	aggregator.go  Start, Serve, Close; the start-up; the capabilities offered
+//	aggregator.go  Start, Serve, Close; the start-up
+//	capabilities.go  the capabilities offered: the union of the servers'
+//	env.go         the session's environment, the servers' (with their env), the loop check
 //	roster.go      the servers by key, each in one state, and its transitions; the catalog
 //	               rule and publish, the one way a catalog is made current
 //	restart.go     crashed servers restarted with backoff; calls held for a key that comes
@@ -70,12 +72,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"os"
-	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -240,10 +237,6 @@ func (a *Aggregator) contained(where string, v any) bool {
 	}
 	return true
 }
-
-// chainVar lists the configuration files of the aggregators above this one, so that a
-// configuration that starts itself again is caught instead of recursing.
-const chainVar = "MCP_SIMPLE_AGGREGATOR_CONFIG_CHAIN"
 
 // Start starts the process of every server of cfg, and returns at once: each server is
 // initialized when the client's initialize arrives (startup), with what the client said of
@@ -491,86 +484,6 @@ func newAggregator(ctx context.Context, cfg *config.Config, opts Options) (*Aggr
 	return a, nil
 }
 
-// childEnv is the aggregator's environment with a server's env on top (the server's values
-// win), plus the loop-detection chain.
-func (a *Aggregator) childEnv(env map[string]string) []string {
-	base := a.environ()
-	out := make([]string, 0, len(base)+len(env)+1)
-	over := map[string]bool{chainVar: true}
-	for name := range env {
-		over[envKey(name)] = true
-	}
-	for _, kv := range base {
-		name, _, _ := strings.Cut(kv, "=")
-		if !over[envKey(name)] {
-			out = append(out, kv)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, name+"="+env[name])
-	}
-	chain := a.cfgPath
-	if parent := a.getenv(chainVar); parent != "" {
-		chain = parent + string(os.PathListSeparator) + a.cfgPath
-	}
-	return append(out, chainVar+"="+chain)
-}
-
-// envKey is how the OS compares environment names: without case on Windows.
-func envKey(name string) string {
-	if runtime.GOOS == "windows" {
-		return strings.ToUpper(name)
-	}
-	return name
-}
-
-// environ is the session's environment (Options.Env).
-func (a *Aggregator) environ() []string {
-	if a.opts.Env != nil {
-		return a.opts.Env
-	}
-	return os.Environ()
-}
-
-// lookupEnv is a variable of the session's environment, for the configuration's references.
-func (a *Aggregator) lookupEnv(name string) (string, bool) {
-	if a.opts.Env == nil {
-		return os.LookupEnv(name)
-	}
-	return config.EnvLookup(a.opts.Env)(name)
-}
-
-func (a *Aggregator) getenv(name string) string {
-	v, _ := a.lookupEnv(name)
-	return v
-}
-
-// checkLoop fails when an aggregator above this one serves the same configuration file: its
-// servers would start this one again, forever.
-func (a *Aggregator) checkLoop() error {
-	chain := a.getenv(chainVar)
-	if chain == "" {
-		return nil
-	}
-	files := filepath.SplitList(chain)
-	if !slices.Contains(files, a.cfgPath) {
-		return nil
-	}
-	return fmt.Errorf("%s: %s (%s -> %s); "+
-		"a server in it starts mcp-simple-aggregator on the same file again: remove that server, or give it another configuration file",
-		a.cfgPath, loopMessage, strings.Join(files, " -> "), a.cfgPath)
-}
-
-func canonicalPath(path string) string {
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	return path
-}
-
 // Serve serves the catalog to one client over in and out until in ends, ctx is cancelled or
 // the connection fails: the client's session (fromclient.go).
 func (a *Aggregator) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
@@ -610,80 +523,4 @@ func (a *Aggregator) Close() {
 		a.writes.Wait()
 		a.sess.notify.stop() // what the roster still announced goes nowhere
 	})
-}
-
-// unionCapabilities is what the aggregator offers, encoded for its answer to initialize. A
-// client can only be told of changes to what it was offered at initialize, and a reload may
-// add servers: so tools, prompts, resources and logging are always offered, with list changes
-// (a list no server serves is empty; logging/setLevel is answered here and passed to the
-// servers that log). Resource subscriptions and completions are offered when some server
-// offers them, tasks as the union of the servers' tasks capabilities, and extensions (MCP
-// Apps, ...) as the union of theirs. Built as JSON: the SDK's types have no tasks.
-func unionCapabilities(servers []*server, tasks json.RawMessage) json.RawMessage {
-	resources := map[string]bool{"listChanged": true}
-	caps := map[string]any{
-		"tools":     map[string]bool{"listChanged": true},
-		"prompts":   map[string]bool{"listChanged": true},
-		"resources": resources,
-		"logging":   struct{}{},
-	}
-	for _, s := range servers {
-		if r, ok := s.caps["resources"]; ok {
-			var sub struct {
-				Subscribe bool `json:"subscribe"`
-			}
-			_ = json.Unmarshal(r, &sub)
-			if sub.Subscribe {
-				resources["subscribe"] = true
-			}
-		}
-		if s.offers("completions") {
-			caps["completions"] = struct{}{}
-		}
-		var ext map[string]any
-		if json.Unmarshal(s.caps["extensions"], &ext) == nil && len(ext) > 0 {
-			merged, _ := caps["extensions"].(map[string]any)
-			caps["extensions"] = mergeObjects(merged, ext)
-		}
-	}
-	if tasks != nil {
-		caps["tasks"] = tasks
-	}
-	b, _ := json.Marshal(caps)
-	return b
-}
-
-// unionTasks is the tasks capability the aggregator offers: the union of the servers' (nil
-// when none offers tasks).
-func unionTasks(servers []*server) json.RawMessage {
-	var merged map[string]any
-	for _, s := range servers {
-		var m map[string]any
-		if len(s.tasks) == 0 || json.Unmarshal(s.tasks, &m) != nil {
-			continue
-		}
-		merged = mergeObjects(merged, m)
-	}
-	if merged == nil {
-		return nil
-	}
-	b, _ := json.Marshal(merged)
-	return b
-}
-
-// mergeObjects adds src's members to dst, merging objects member by member; dst keeps what it
-// has otherwise.
-func mergeObjects(dst, src map[string]any) map[string]any {
-	if dst == nil {
-		dst = map[string]any{}
-	}
-	for k, v := range src {
-		if sv, ok := v.(map[string]any); ok {
-			dv, _ := dst[k].(map[string]any)
-			dst[k] = mergeObjects(dv, sv)
-		} else if _, ok := dst[k]; !ok {
-			dst[k] = v
-		}
-	}
-	return dst
 }
