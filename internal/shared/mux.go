@@ -109,6 +109,16 @@ type request struct {
 	method string
 	params json.RawMessage // within line
 	line   []byte          // as the session wrote it, with its newline: what the server gets
+	ask    string          // what it is known to ask by (askKey), once read
+	asked  bool            // ask is read
+}
+
+// askKey is what r is known to ask by (turns.go), read once.
+func (r *request) askKey() string {
+	if !r.asked {
+		r.ask, r.asked = askKey(r.method, r.params), true
+	}
+	return r.ask
 }
 
 // jsonID is r's ID, for an answer of the multiplexer's own.
@@ -409,7 +419,7 @@ func (p *proc) hasRecording() bool {
 func (p *proc) relay(a *Attachment, r *request, record bool) {
 	c := &relayed{a: a, method: r.method, record: record}
 	p.calls[r.id] = c
-	p.began(c, r.params)
+	p.began(c, r.askKey())
 	p.mu.Unlock()
 	p.conn.Send(nil, r.line)
 }

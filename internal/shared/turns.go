@@ -44,7 +44,7 @@ func askKey(method string, params json.RawMessage) string {
 
 // waits reports whether a's request r waits for a's turn. Callers hold p.mu.
 func (p *proc) waits(a *Attachment, r *request) bool {
-	if !p.askers[askKey(r.method, r.params)] {
+	if !p.askers[r.askKey()] {
 		return false
 	}
 	if len(p.queue) > 0 {
@@ -58,9 +58,9 @@ func (p *proc) waits(a *Attachment, r *request) bool {
 	return false
 }
 
-// began notes a request sent to the server. Callers hold p.mu.
-func (p *proc) began(c *relayed, params json.RawMessage) {
-	c.key = askKey(c.method, params)
+// began notes a request sent to the server, key what it is known to ask by. Callers hold p.mu.
+func (p *proc) began(c *relayed, key string) {
+	c.key = key
 	c.questions = p.questions
 	if p.askers[c.key] {
 		c.asks = true
