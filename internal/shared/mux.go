@@ -262,7 +262,7 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 		}
 		id, ok := m.ID.Raw().(string)
 		if !ok {
-			a.refuse(m.ID, fmt.Sprintf("the request's ID is not of the session's ID space %q", a.space))
+			a.refuse(m.ID, a.notInSpace("ID"))
 			return
 		}
 		p.request(a, &request{id: id, method: m.Method, params: m.Params, line: withNewline(line)}, m)
@@ -386,16 +386,21 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 // get what is meant for another session.
 func (a *Attachment) outside(r *request) string {
 	if !strings.HasPrefix(r.id, a.space) {
-		return fmt.Sprintf("the request's ID is not of the session's ID space %q", a.space)
+		return a.notInSpace("ID")
 	}
 	if ms, me, ok := rawjson.Member(r.params, "_meta"); ok {
 		if ts, te, ok := rawjson.Member(r.params[ms:me], "progressToken"); ok {
 			if tok, _ := rawjson.Decode(r.params[ms+ts : ms+te]); !strings.HasPrefix(tok, a.space) {
-				return fmt.Sprintf("the request's progress token is not of the session's ID space %q", a.space)
+				return a.notInSpace("progress token")
 			}
 		}
 	}
 	return ""
+}
+
+// notInSpace says that the request's what (its ID, its progress token) is outside a's space.
+func (a *Attachment) notInSpace(what string) string {
+	return fmt.Sprintf("the request's %s is not of the session's ID space %q", what, a.space)
 }
 
 // refuse answers a's request id with an internal error saying why the multiplexer did not take
