@@ -126,9 +126,12 @@ func New(r io.Reader, w io.Writer, opts *Options) *Conn {
 	}
 	c.rc, _ = r.(io.Closer)
 	c.wc, _ = w.(io.Closer)
-	if iw, ok := w.(InlineWriter); ok {
-		c.tryWrite = iw.Write
-	} else {
+	switch tw := w.(type) {
+	case InlineWriter:
+		c.tryWrite = tw.Write
+	case TryWriter:
+		c.tryWrite = tw.TryWrite
+	default:
 		c.tryWrite = tryWriter(w)
 	}
 	return c

@@ -23,6 +23,20 @@ type InlineWriter interface {
 	WritesInline()
 }
 
+// A TryWriter is a writer over a pipe that can also write what the pipe takes at once without
+// waiting (TryWrite, which returns how much of b it took, with no error when that is not all),
+// as the Conn does itself for a non-blocking pipe: Send calls TryWrite on the caller's
+// goroutine and leaves the rest to its background writer, which calls Write. Both are called
+// one at a time, in the order of the bytes.
+type TryWriter interface {
+	io.Writer
+	TryWrite(b []byte) (int, error)
+}
+
+// TryWrite is a function that writes what the pipe w takes at once, with one non-blocking
+// write(2), as Send does for a non-blocking pipe; nil when w is not a non-blocking file.
+func TryWrite(w io.Writer) func(b []byte) (int, error) { return tryWriter(w) }
+
 // A Receiver takes the messages of a peer in this process, in order, one call at a time.
 type Receiver interface {
 	// Message is the next message; it is the receiver's (its params or result are its own).
