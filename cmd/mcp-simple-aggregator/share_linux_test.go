@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Shared servers (--share, issue #29), with the real binary and real processes: sessions of one
@@ -957,4 +960,118 @@ func TestFaultShareStalledClient(t *testing.T) {
 	cmd.Wait()
 	other.in.Close()
 	nothingShared(t, dir, tag)
+}
+
+// The shared process writes a session's messages to its client itself (the forwarder out of the
+// way), and dies in the middle of a large answer that the client reads slowly: the client's
+// output then stops in the middle of a line, which the forwarder ends before it answers the call
+// with an error, so that the error reaches the client whole, and the session goes on.
+func TestFaultShareKilledMidAnswer(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
+	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	cmd.Stdout = w
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	send := func(line string) {
+		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := bufio.NewReaderSize(stdout, 4<<20)
+	read := func(what string) string {
+		stdout.SetReadDeadline(time.Now().Add(20 * time.Second))
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading %s: %v (stderr:\n%s)", what, err, stderr)
+		}
+		return line
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1.0"}}}`)
+	if line := read("the answer to initialize"); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":1,"result":`) {
+		t.Fatalf("initialize: %s", line)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if !sharedBy(t, dir, cmd.Process.Pid) {
+		t.Fatal("the session's client output is written by its forwarder, not the shared process")
+	}
+	daemons := sharedProcs(dir)
+	if len(daemons) != 1 {
+		t.Fatalf("%d shared processes", len(daemons))
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a:big","arguments":{"bytes":1048576}}}`)
+	// The answer's start is in the pipe to the client, which reads nothing more yet: the rest
+	// waits (the receipts said so before the first byte of it: clientOut.Write).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		rc, err := stdout.SyscallConn() // not Fd, which would end the read deadlines
+		if err == nil {
+			err = rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) // FIONREAD: what the pipe holds
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 32<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the answer did not fill the client's pipe (%d bytes)", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	syscall.Kill(daemons[0], syscall.SIGKILL)
+
+	if cut := read("the answer cut short"); !strings.HasPrefix(cut, `{"jsonrpc":"2.0","id":2,"result":`) || json.Valid([]byte(cut)) || len(cut) >= 1<<20 {
+		t.Errorf("the answer the shared process was writing as it was killed: %d bytes, %.80q", len(cut), cut)
+	}
+	if line := read("the error"); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":2,"error":`) || !json.Valid([]byte(line)) || !strings.Contains(line, "ended with the shared process that ran it") {
+		t.Errorf("the call cut short was answered with %.200q", line)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a:echo","arguments":{"n":3}}}`)
+	if line := read("a call after the restart"); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":3,"result":`) || !strings.Contains(line, `{"n":3}`) {
+		t.Errorf("a call after the restart: %.200q", line)
+	}
+	stdin.Close()
+	cmd.Wait()
+	nothingShared(t, dir, tag)
+}
+
+// sharedBy says whether the client output of the forwarder pid is open in the shared process
+// of dir: the shared process writes to the client itself.
+func sharedBy(t *testing.T, dir string, pid int) bool {
+	t.Helper()
+	out, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range sharedProcs(dir) {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d))
+		for _, fd := range fds {
+			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", d, fd.Name())); err == nil && l == out {
+				return true
+			}
+		}
+	}
+	return false
 }

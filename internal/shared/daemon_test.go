@@ -165,11 +165,16 @@ func (d *testDaemon) session(t *testing.T, config string) *testSession {
 	dialer := &Session{opts: Options{Linger: d.linger}, place: pl}
 	s := &testSession{}
 	t.Cleanup(s.Close)
-	in, out, theirs, err := sessionPipes()
+	outR, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.pipes = []*os.File{in, out}
+	in, receipts, theirs, err := sessionPipes(outW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pipes = []*os.File{in, outR, outW}
+	t.Cleanup(func() { receipts.Close() })
 	for _, h := range []hello{{Protocol: protocol, Kind: kindLog, Session: id}, {Protocol: protocol, Kind: kindHost, Session: id, PID: os.Getpid(), Config: config}} {
 		var files []*os.File
 		if h.Kind == kindHost {

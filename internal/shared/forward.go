@@ -20,10 +20,12 @@ import (
 // The forwarder: with --share, the process a client starts reads no configuration and starts
 // no server. It finds (or starts) the user's shared process, hands it the session's context
 // once (its serving flags, environment and directory), and copies the client's messages both
-// ways; the session runs in the shared process (host.go). It reads of the messages only what
-// it must keep to carry its client over a restart of the shared process: which of the
-// client's requests are unanswered, and what the client set up (its initialize, log level,
-// subscriptions and listens). When the shared process ends without ending the session (it
+// to it; the session runs in the shared process (host.go), which writes the session's messages
+// to the client itself (clientout.go). The forwarder reads of the client's messages only what
+// it must keep to carry its client over a restart of the shared process: what the client set
+// up (its initialize, log level, subscriptions and listens) and which of its requests are
+// unanswered, by the receipts the session leaves of its answers, which the forwarder reads
+// seldom. When the shared process ends without ending the session (it
 // was killed, or stopped), the requests in flight are answered with an error that says so,
 // and the forwarder starts or finds another, gives it the session's context and what the
 // client set up, and goes on.
@@ -57,16 +59,43 @@ func Forward(o ForwardOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	f := &forwarder{o: o, sess: sess, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}, replays: map[string]bool{}}
-	f.cond = sync.NewCond(&f.mu)
+	f := newForwarder(o, sess)
+	out, copyOut, err := clientOutput(o.Stdin, o.Stdout, o.Stderr)
+	if err != nil {
+		return 0, fmt.Errorf("the client's output: %w", err)
+	}
+	f.out = out
+	if copyOut != nil {
+		f.copied = make(chan struct{})
+		go func() {
+			defer close(f.copied)
+			copyOut()
+		}()
+	}
 	l, err := f.connect()
 	if err != nil {
+		f.closeOutput()
 		return 0, err
 	}
 	releaseImage()
 	go f.copyIn()
 	go f.reloads()
 	return f.serve(l), nil
+}
+
+func newForwarder(o ForwardOptions, sess *Session) *forwarder {
+	f := &forwarder{o: o, sess: sess, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+// closeOutput ends the client's output once the session has ended, when the forwarder copies
+// it to the client: what is in the pipe is copied first.
+func (f *forwarder) closeOutput() {
+	if f.copied != nil {
+		f.out.Close()
+		<-f.copied
+	}
 }
 
 // reloads passes each reload asked for on to the session.
@@ -86,13 +115,18 @@ type forwarder struct {
 	o    ForwardOptions
 	sess *Session
 
+	// out is the client's output, which each shared process the session runs in is given
+	// (clientOutput); copied is closed once the forwarder's copy of it ends, when it copies.
+	out    *os.File
+	copied chan struct{}
+
 	mu        sync.Mutex
 	cond      *sync.Cond
 	conn      io.WriteCloser // the pipe of the client's messages to the session; nil while there is none
 	logConn   net.Conn       // the session's log connection
+	receipts  *receiptsEnd   // the session's receipts (clientout.go); nil while there is none
 	inputDone bool           // the client's input ended
 	ended     bool           // the session ended: nothing is sent any more
-	outMu     sync.Mutex
 
 	// What the client set up, kept to set it up again in another shared process.
 	inflight    map[string]string // the client's unanswered requests: method by encoded ID
@@ -101,33 +135,43 @@ type forwarder struct {
 	level       []byte            // its last logging/setLevel request
 	subs        map[string][]byte // its resources/subscribe requests, by URI
 	listens     map[string][]byte // its open subscriptions/listen requests, by encoded ID
-	replays     map[string]bool   // the encoded IDs of the requests sent again, whose answers are not the client's
-	seq         int
+	seq         int               // the requests sent again
+
+	// The receipts read: owed is what the receipts of the requests in flight may hold, loose
+	// what those of the other lines sent since the last reading may (the session answers a
+	// line it cannot read); open says that the client's output stops in the middle of a line;
+	// carry is a receipt read in part.
+	owed, loose int
+	open        bool
+	carry       []byte
+	rbuf        []byte
 }
 
 // link is a session's link to one shared process: its protocol connection (which the shared
 // process counts while the session lasts, and whose end is the shared process's), its log
-// connection, and the pipes of its messages (pipes_unix.go).
+// connection, the pipe of the client's messages and that of the session's receipts
+// (pipes_unix.go).
 type link struct {
-	pc, lc  net.Conn
-	in, out *os.File
+	pc, lc   net.Conn
+	in       *os.File
+	receipts *receiptsEnd
 }
 
 func (l link) close() {
 	l.pc.Close()
 	l.lc.Close()
 	l.in.Close()
-	l.out.Close()
+	l.receipts.Close()
 }
 
 // connect makes the session's link to the shared process (starting it when none runs): its
 // log connection, then its protocol connection, whose hello gives the session's context and
-// carries the shared process's ends of its pipes.
+// carries the shared process's ends of its pipes and the client's output.
 func (f *forwarder) connect() (l link, err error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	sid := hex.EncodeToString(id[:])
-	in, out, theirs, err := sessionPipes()
+	in, receipts, theirs, err := sessionPipes(f.out)
 	if err != nil {
 		return l, fmt.Errorf("the session's pipes: %w", err)
 	}
@@ -135,7 +179,7 @@ func (f *forwarder) connect() (l link, err error) {
 	lc, _, err := f.sess.dial(hello{Protocol: protocol, Kind: kindLog, Session: sid}, nil)
 	if err != nil {
 		in.Close()
-		out.Close()
+		receipts.Close()
 		return l, err
 	}
 	pc, _, err := f.sess.dial(hello{Protocol: protocol, Kind: kindHost, Session: sid, PID: os.Getpid(),
@@ -143,10 +187,10 @@ func (f *forwarder) connect() (l link, err error) {
 	if err != nil {
 		lc.Close()
 		in.Close()
-		out.Close()
+		receipts.Close()
 		return l, err
 	}
-	return link{pc: pc, lc: lc, in: in, out: out}, nil
+	return link{pc: pc, lc: lc, in: in, receipts: receipts}, nil
 }
 
 // serve runs the session over l, and over the links to the shared processes after it, until
@@ -156,7 +200,8 @@ func (f *forwarder) serve(l link) int {
 	for {
 		began := time.Now()
 		f.mu.Lock()
-		f.conn, f.logConn = l.in, l.lc
+		f.conn, f.logConn, f.receipts = l.in, l.lc, l.receipts
+		f.carry = f.carry[:0]
 		f.replay()
 		if f.inputDone {
 			l.in.Close()
@@ -164,30 +209,28 @@ func (f *forwarder) serve(l link) int {
 		f.cond.Broadcast()
 		f.mu.Unlock()
 
-		outDone := make(chan struct{})
-		go func() {
-			defer close(outDone)
-			f.copyOut(l.out)
-		}()
 		code, exited := f.readLog(l.lc)
-		if exited {
-			<-outDone // the session's last answers, which the shared process wrote before its status
+		if exited { // after the session's last messages, which the shared process wrote first
 			f.end()
+			f.closeOutput()
 			return code
 		}
 
-		// The shared process ended without ending the session: the pipe of its messages
-		// ends with it (it closes its end when it stops; a killed process's is closed by
-		// its end).
-		<-outDone
-		l.close()
+		// The shared process ended without ending the session. Its receipts end once it can
+		// write no more to the client (it closes the client's output first when it stops; a
+		// killed process's are closed by its end): what they say is then all it answered.
+		l.pc.Close()
+		l.in.Close()
 		f.mu.Lock()
-		f.conn, f.logConn = nil, nil
+		f.drain(l.receipts, true)
+		l.close()
+		f.conn, f.logConn, f.receipts = nil, nil, nil
 		f.failInflight()
 		done := f.inputDone
 		f.mu.Unlock()
 		if done {
 			f.end()
+			f.closeOutput()
 			return 0
 		}
 		if time.Since(began) < quickEnd {
@@ -198,6 +241,7 @@ func (f *forwarder) serve(l link) int {
 		if quickEnds == maxQuickEnds {
 			fmt.Fprintf(f.o.Stderr, "mcp-simple-aggregator: error: the shared process ended %d times in a row within %v of the session's start in it: the session ends (its log is %s)\n", maxQuickEnds, quickEnd, f.sess.place.log)
 			f.end()
+			f.closeOutput()
 			return 1
 		}
 		fmt.Fprintln(f.o.Stderr, "mcp-simple-aggregator: warning: the shared process ended; the session goes on in another")
@@ -209,6 +253,7 @@ func (f *forwarder) serve(l link) int {
 			if try == 2 {
 				fmt.Fprintf(f.o.Stderr, "mcp-simple-aggregator: error: the shared process cannot be started again: %v\n", err)
 				f.end()
+				f.closeOutput()
 				return 1
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -295,6 +340,9 @@ func (f *forwarder) send(line []byte) bool {
 		return false
 	}
 	f.note(line)
+	if f.owed+f.loose > drainAt {
+		f.drain(f.receipts, false)
+	}
 	conn := f.conn
 	f.mu.Unlock()
 	// Written without the lock, which the reader of the session's messages takes for each
@@ -307,6 +355,7 @@ func (f *forwarder) send(line []byte) bool {
 
 // note keeps what a client's message sets up. Callers hold f.mu.
 func (f *forwarder) note(line []byte) {
+	f.loose += looseReceipt
 	msg := bytes.TrimSpace(line)
 	var id, method, params []byte
 	rawjson.Object(msg, func(key []byte, start, end int) bool {
@@ -331,6 +380,9 @@ func (f *forwarder) note(line []byte) {
 		return
 	}
 	key := string(id)
+	if _, ok := f.inflight[key]; !ok {
+		f.owed += receiptSize(key)
+	}
 	f.inflight[key] = m
 	switch m {
 	case "initialize":
@@ -348,117 +400,107 @@ func (f *forwarder) note(line []byte) {
 	}
 }
 
-// responseHead starts every answer the session writes (stdio.Response), the ID after it.
-var responseHead = []byte(`{"jsonrpc":"2.0","id":`)
+// drainAt is what the receipts may hold (owed and loose) before the forwarder reads them, well
+// within what their pipe holds (receiptsSize, or 64 KiB where the system does not allow more):
+// reading them seldom costs the forwarder nothing per message.
+const drainAt = 32 << 10
 
-// copyOut copies the session's messages to the client until the connection ends, retiring
-// the requests they answer, and leaving out the answers to requests sent again.
-func (f *forwarder) copyOut(from io.Reader) {
-	r := bufio.NewReaderSize(from, 64<<10)
-	w := bufio.NewWriterSize(f.o.Stdout, 64<<10)
-	atStart, skip := true, false
+// receiptSize is the most the receipt of the answer to the request of ID key may take: the
+// answer writes the ID again, which can be longer (a string's "<" is "\u003c" there).
+func receiptSize(key string) int { return 6*len(key) + 2 }
+
+// looseReceipt is the most the receipt of an answer to a line the session could not read may
+// take ("null", or a short ID it found).
+const looseReceipt = 24
+
+// drain reads the receipts the session wrote: those the pipe holds (one non-blocking read),
+// or, with wait, all it will write, to their end. Callers hold f.mu.
+func (f *forwarder) drain(r *receiptsEnd, wait bool) {
+	if r == nil {
+		return
+	}
+	if f.rbuf == nil {
+		f.rbuf = make([]byte, 64<<10)
+	}
 	for {
-		part, err := r.ReadSlice('\n')
-		if atStart && len(part) > 0 {
-			skip = f.answered(part)
-		}
-		if !skip {
-			_, _ = w.Write(part)
-		}
-		atStart = err == nil
-		if r.Buffered() == 0 || err != nil {
-			f.outMu.Lock()
-			_ = w.Flush()
-			f.outMu.Unlock()
-		}
-		if err != nil && err != bufio.ErrBufferFull {
+		n, err := r.read(f.rbuf, wait)
+		f.receipted(f.rbuf[:n])
+		if err != nil || (!wait && n < len(f.rbuf)) {
+			f.loose = 0
 			return
 		}
 	}
 }
 
-// answered retires the request that the message starting with head answers, if it is an
-// answer; it reports whether the answer is to a request sent again (not the client's).
-func (f *forwarder) answered(head []byte) bool {
-	rest, ok := bytes.CutPrefix(head, responseHead)
-	if !ok {
-		return false
+// receipted takes in the receipts in recs: an answered request is no longer in flight.
+func (f *forwarder) receipted(recs []byte) {
+	f.carry = append(f.carry, recs...)
+	rest := f.carry
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		rec := rest[:i]
+		rest = rest[i+1:]
+		switch string(rec) {
+		case "+":
+			f.open = true
+		case "-":
+			f.open = false
+		default:
+			f.open = false
+			f.retire(string(rec))
+		}
 	}
-	end := idEnd(rest)
-	if end < 0 {
-		return false
-	}
-	after := rest[end:]
-	if !bytes.HasPrefix(after, []byte(`,"result"`)) && !bytes.HasPrefix(after, []byte(`,"error"`)) {
-		return false // a request of the server's
-	}
-	key := string(rest[:end])
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.inflight, key)
-	delete(f.listens, key)
-	if f.replays[key] {
-		delete(f.replays, key)
-		return true
-	}
-	return false
+	f.carry = append(f.carry[:0], rest...)
 }
 
-// idEnd is the end of the JSON value (a string or a number, as IDs are) at the start of b; -1
-// when b does not hold it whole.
-func idEnd(b []byte) int {
-	if len(b) == 0 {
-		return -1
+// retire forgets the request of ID key: it was answered. Callers hold f.mu.
+func (f *forwarder) retire(key string) {
+	if _, ok := f.inflight[key]; ok {
+		delete(f.inflight, key)
+		f.owed -= receiptSize(key)
 	}
-	if b[0] != '"' {
-		i := 0
-		for i < len(b) && (b[i] == '-' || b[i] == '+' || b[i] == '.' || b[i] == 'e' || b[i] == 'E' || (b[i] >= '0' && b[i] <= '9')) {
-			i++
-		}
-		if i == 0 || i == len(b) {
-			return -1
-		}
-		return i
-	}
-	for i := 1; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
+	delete(f.listens, key)
 }
 
 // failInflight answers the client's requests in flight with an error: the shared process that
-// ran them ended. Its listens stay open: they are sent again. Callers hold f.mu.
+// ran them ended. Its listens stay open: they are sent again. A line it left unfinished is
+// ended first, so that what follows reaches the client whole (the unfinished one is lost).
+// Callers hold f.mu.
 func (f *forwarder) failInflight() {
-	f.outMu.Lock()
-	defer f.outMu.Unlock()
+	var b []byte
+	if f.open {
+		b = append(b, '\n')
+		f.open = false
+	}
 	for id, method := range f.inflight {
 		if _, listen := f.listens[id]; listen {
 			continue
 		}
-		delete(f.inflight, id)
+		f.retire(id)
 		msg := fmt.Sprintf("%s: the request ended with the shared process that ran it (it may or may not have been done); the session goes on in another", method)
 		errObj, _ := json.Marshal(map[string]any{"code": -32603, "message": msg})
-		line := append(append(append(append([]byte(nil), responseHead...), id...), `,"error":`...), errObj...)
-		_, _ = f.o.Stdout.Write(append(line, "}\n"...))
+		b = append(append(append(append(b, responseHead...), id...), `,"error":`...), errObj...)
+		b = append(b, "}\n"...)
+	}
+	if len(b) > 0 {
+		blocking(f.out) // the shared process made it non-blocking
+		_, _ = f.out.Write(b)
 	}
 }
 
 // replay sends what the client set up to a new shared process: its initialize and
 // notifications/initialized, its log level and subscriptions (under IDs of the forwarder's,
-// whose answers are not the client's), and its open listens (under their own IDs, which the
+// whose answers the session leaves out: clientOut), and its open listens (under their own IDs, which the
 // client still waits on). Callers hold f.mu.
 func (f *forwarder) replay() {
 	again := func(line []byte) {
 		f.seq++
-		id := strconv.Quote("mcp-simple-aggregator/again-" + strconv.Itoa(f.seq))
+		id := strconv.Quote(againID + strconv.Itoa(f.seq))
 		trimmed := bytes.TrimSpace(line)
 		if start, end, ok := rawjson.Member(trimmed, "id"); ok {
-			f.replays[id] = true
 			_, _ = f.conn.Write(append(rawjson.Replace(trimmed, start, end, []byte(id)), '\n'))
 		}
 	}
@@ -475,6 +517,9 @@ func (f *forwarder) replay() {
 		again(line)
 	}
 	for id, line := range f.listens {
+		if _, ok := f.inflight[id]; !ok {
+			f.owed += receiptSize(id)
+		}
 		f.inflight[id] = "subscriptions/listen"
 		_, _ = f.conn.Write(line)
 	}

@@ -2,15 +2,17 @@ package shared
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net"
+	"os"
 	"strings"
-	"sync"
 	"testing"
 )
 
-func newTestForwarder(out *bytes.Buffer) *forwarder {
-	f := &forwarder{o: ForwardOptions{Stdout: out}, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}, replays: map[string]bool{}}
-	f.cond = sync.NewCond(&f.mu)
+func newTestForwarder(out *os.File) *forwarder {
+	f := newForwarder(ForwardOptions{}, nil)
+	f.out = out
 	return f
 }
 
@@ -50,36 +52,106 @@ func TestForwarderNotes(t *testing.T) {
 	if len(f.inflight) != 7 {
 		t.Errorf("in flight: %v", f.inflight)
 	}
+	owed := f.owed
 
-	// Answers retire them, by the first bytes of what the session writes; a request of the
-	// server's (an ID, then a method) retires nothing.
-	for _, line := range []string{
-		`{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`,
-		`{"jsonrpc":"2.0","id":"lvl","error":{"code":-32602,"message":"x"}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`,
-		`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`,
-	} {
-		if f.answered([]byte(line)) {
-			t.Errorf("%s: taken for the answer to a request sent again", line)
-		}
-	}
+	// The receipts retire them, read in any parts; the session's ID for an answer to a line it
+	// could not read retires nothing.
+	f.receipted([]byte("7\n\"l"))
+	f.receipted([]byte("vl\"\nnull\n6"))
 	if _, ok := f.inflight["7"]; ok {
-		t.Error("request 7 is in flight after its answer")
+		t.Error("request 7 is in flight after its receipt")
 	}
 	if _, ok := f.inflight[`"lvl"`]; ok {
-		t.Error(`request "lvl" is in flight after its error`)
+		t.Error(`request "lvl" is in flight after its receipt`)
 	}
-	if _, ok := f.inflight["1"]; !ok {
-		t.Error("request 1 was retired by a request of the server's with the same ID")
+	if _, ok := f.inflight["6"]; !ok {
+		t.Error("request 6 was retired by a receipt read in part")
+	}
+	f.receipted([]byte("\n"))
+	if _, ok := f.listens["6"]; ok {
+		t.Error("the listen 6 is open after its answer")
+	}
+	if len(f.inflight) != 4 || f.owed != owed-receiptSize("7")-receiptSize(`"lvl"`)-receiptSize("6") {
+		t.Errorf("in flight: %v, owed %d of %d", f.inflight, f.owed, owed)
 	}
 }
 
-// When the shared process ends, the requests in flight are answered with an error and the
-// listens are kept; what the client set up is sent again, and the answers to what was sent
-// again are not the client's.
+// What the receipts say of a line left unfinished: "+" opens it, anything after closes it.
+func TestForwarderOpenLine(t *testing.T) {
+	f := newTestForwarder(nil)
+	for _, step := range []struct {
+		recs string
+		open bool
+	}{{"+\n", true}, {"-\n", false}, {"+\n", true}, {"1\n", false}, {"2\n+\n", true}, {"+", true}, {"\n3\n", false}} {
+		f.receipted([]byte(step.recs))
+		if f.open != step.open {
+			t.Errorf("after %q: open %v, want %v", step.recs, f.open, step.open)
+		}
+	}
+}
+
+// The forwarder reads the receipts when what they may hold grows (never per message), without
+// waiting; at the shared process's end, to their end.
+func TestForwarderDrains(t *testing.T) {
+	r, w, err := receiptsPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f := newTestForwarder(nil)
+	f.receipts = r
+	f.conn = &writeConn{w: &bytes.Buffer{}}
+	id := 0
+	sent := func() {
+		id++
+		if !f.send([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{}}`+"\n", id))) {
+			t.Fatal("the session ended")
+		}
+	}
+	sent()
+	if _, err := fmt.Fprintf(w, "%d\n", id); err != nil {
+		t.Fatal(err)
+	}
+	sent()
+	if len(f.inflight) != 2 {
+		t.Fatalf("the receipts were read with %d requests in flight: %v", len(f.inflight), f.inflight)
+	}
+	messages := 0 // sent until the receipts are read
+	for len(f.inflight) > 1 {
+		if messages > 1e5 {
+			t.Fatal("the receipts are never read")
+		}
+		if _, err := fmt.Fprintf(w, "%d\n", id); err != nil {
+			t.Fatal(err)
+		}
+		sent()
+		messages++
+	}
+	if messages < 500 || f.loose > 0 {
+		t.Fatalf("the receipts were read after %d messages, loose %d", messages, f.loose)
+	}
+
+	fmt.Fprintf(w, "%d\n+\n", id)
+	w.Close()
+	f.mu.Lock()
+	f.drain(r, true)
+	f.mu.Unlock()
+	if len(f.inflight) != 0 || !f.open {
+		t.Errorf("after the end: in flight %v, open %v", f.inflight, f.open)
+	}
+}
+
+// When the shared process ends, the requests in flight are answered with an error (after a
+// newline, when the client's output stops in the middle of a line) and the listens are kept;
+// what the client set up is sent again, under IDs whose answers the session leaves out.
 func TestForwarderReplay(t *testing.T) {
-	var out bytes.Buffer
-	f := newTestForwarder(&out)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f := newTestForwarder(w)
 	for _, line := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -89,12 +161,12 @@ func TestForwarderReplay(t *testing.T) {
 	} {
 		f.note([]byte(line + "\n"))
 	}
-	f.answered([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
-	f.answered([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}`))
+	f.receipted([]byte("1\n2\n+\n"))
 	f.failInflight()
-	got := out.String()
-	if !strings.Contains(got, `{"jsonrpc":"2.0","id":"c","error":{"code":-32603,"message":"tools/call: the request ended with the shared process that ran it`) ||
-		strings.Count(got, "\n") != 1 {
+	w.Close()
+	got, _ := io.ReadAll(r)
+	if !strings.HasPrefix(string(got), "\n"+`{"jsonrpc":"2.0","id":"c","error":{"code":-32603,"message":"tools/call: the request ended with the shared process that ran it`) ||
+		strings.Count(string(got), "\n") != 2 {
 		t.Errorf("the requests in flight were answered with:\n%s", got)
 	}
 
@@ -106,14 +178,11 @@ func TestForwarderReplay(t *testing.T) {
 		!strings.Contains(lines[2], "logging/setLevel") || !strings.Contains(lines[3], `"id":3,"method":"subscriptions/listen"`) {
 		t.Fatalf("sent again:\n%s", sent.String())
 	}
-	if strings.Contains(lines[0], `"id":1`) || strings.Contains(lines[2], `"id":2`) {
-		t.Errorf("sent again under the client's own IDs:\n%s", sent.String())
-	}
 	for _, l := range []string{lines[0], lines[2]} {
 		id := l[strings.Index(l, `"id":`)+5:]
 		id = id[:idEnd([]byte(id))]
-		if !f.answered([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}`)) {
-			t.Errorf("the answer to %s is taken for the client's", l)
+		if _, again := answerID([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}` + "\n")); !again {
+			t.Errorf("the answer to %s would reach the client", l)
 		}
 	}
 }

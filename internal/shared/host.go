@@ -18,11 +18,12 @@ import (
 
 // The shared process hosts the sessions of the forwarders (forward.go): each client's session
 // runs here, over the shared process's servers, with the client's own environment, directory
-// and command line, and the process the client started only copies bytes. A forwarder makes
-// two connections under one session ID: its log ("log": what the session says for its
-// client's stderr, then its exit status), then its protocol ("host": the session's context in
-// the hello, with the two pipes that carry the client's messages both ways, untouched:
-// pipes_unix.go). The protocol connection stays open while the session lasts: the shared
+// and command line, and the process the client started only copies the client's messages to
+// it. A forwarder makes two connections under one session ID: its log ("log": what the session
+// says for its client's stderr, then its exit status), then its protocol ("host": the session's
+// context in the hello, with the pipe that carries the client's messages, the client's output,
+// which the session writes to itself, and the pipe of the session's receipts: pipes_unix.go,
+// clientout.go). The protocol connection stays open while the session lasts: the shared
 // process counts it, and the forwarder sees the shared process's end by its end.
 
 // A Host runs one hosted session until its client's input ends or ctx does, and returns the
@@ -40,8 +41,9 @@ type Hosted struct {
 	// Config is the configuration file's absolute path, and Named the file as the client's
 	// command line names it: the session's messages name it so, as unshared.
 	Config, Named string
-	// In and Out are the client's messages, as stdin and stdout are to an unshared session;
-	// Stderr goes to the forwarder's stderr.
+	// In and Out are the client's messages, as stdin and stdout are to an unshared session
+	// (Out is the client's output itself, with the receipts beside it: clientOut); Stderr goes
+	// to the forwarder's stderr.
 	In     io.Reader
 	Out    io.Writer
 	Stderr io.Writer
@@ -76,10 +78,11 @@ func (d *daemon) space() string {
 }
 
 // hostedConns are what the shared process closes of a hosted session when it ends: its log
-// connection, and the pipe of its messages to the forwarder.
+// connection, and its output to the client (with the receipts, whose end the forwarder waits
+// for).
 type hostedConns struct {
 	log net.Conn
-	out *os.File
+	out *clientOut
 }
 
 // logLine is a line of a hosted session's log connection: from the shared process, a write of
@@ -158,7 +161,7 @@ func (d *daemon) putLog(conn net.Conn, id string) {
 // host runs the session of a forwarder's protocol connection: it counts as a session while
 // it runs, and its exit status ends its log.
 func (d *daemon) host(conn net.Conn, fds []int, h hello) {
-	in, out, err := receivePipes(fds)
+	in, cout, receipts, err := receivePipes(fds)
 	if err != nil {
 		d.log.Warn("refused a session", "pid", h.PID, "error", err)
 		conn.Close()
@@ -171,10 +174,10 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	if err != nil {
 		d.log.Warn("refused a session", "pid", h.PID, "error", err)
 		conn.Close()
-		in.Close()
-		out.Close()
+		closeFiles([]*os.File{in, cout, receipts})
 		return
 	}
+	out := newClientOut(cout, receipts)
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -194,7 +197,7 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	go readReloads(logConn, reloads)
 	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: in, Out: out, Stderr: lw, d: d, id: h.Session, space: d.space()}
 	code := d.runHost(s)
-	out.Close() // after all the session wrote: its forwarder reads to the end, then its status
+	out.Close() // after all the session wrote: then its status
 	lw.exit(code)
 
 	d.mu.Lock()
@@ -249,6 +252,6 @@ func (d *daemon) closeHosted() {
 	for conn, h := range d.hosted {
 		conn.Close()
 		h.log.Close()
-		h.out.Close() // the forwarder's reader of the session's messages sees their end
+		h.out.Close() // then the receipts end, which the forwarder reads to their end
 	}
 }

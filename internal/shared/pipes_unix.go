@@ -13,33 +13,178 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A forwarder's session carries its client's messages over two pipes, made by the forwarder
-// and handed to the shared process with the hello of its protocol connection (SCM_RIGHTS),
-// rather than over the socket: a stream socket costs both processes more per message than a
-// pipe. The shared process reads the client's messages as an unshared session reads its stdin,
-// with a blocking read on a thread of its own, which wakes nothing else; the forwarder reads
-// the session's through the runtime's poller, as a relay reads its child. Measured each way
-// (BENCHMARKS.md, "Shared servers"), these were the cheapest: a blocking read in the forwarder
-// cost it half as much again, and a polled one in the shared process a sixth more.
+// A forwarder's session carries its client's messages to the shared process over a pipe, made
+// by the forwarder and handed to the shared process with the hello of its protocol connection
+// (SCM_RIGHTS), rather than over the socket: a stream socket costs both processes more per
+// message than a pipe. The shared process reads the client's messages as an unshared session
+// reads its stdin, with a blocking read on a thread of its own, which wakes nothing else
+// (measured each way, BENCHMARKS.md, "Shared servers": a polled read in the shared process cost
+// a sixth more). The session's messages go the other way without the forwarder: the hello
+// carries the client's output (clientOutput) and the write end of the receipts' pipe
+// (clientout.go).
 
-// sessionPipes makes the two pipes of a session: the forwarder writes the client's messages to
-// in and reads the session's from out; theirs are the shared process's ends (the read end of
-// in, the write end of out), to be sent and then closed here. They are in blocking mode, which
-// the shared process's ends share (it is the pipe's, not the descriptor's): its read end stays
-// so, its write end is made non-blocking (receivePipes).
-func sessionPipes() (in, out *os.File, theirs []*os.File, err error) {
+// sessionPipes makes a session's pipes: the forwarder writes the client's messages to in and
+// reads the session's receipts from receipts; theirs are the shared process's ends (the read
+// end of in, out, the write end of receipts), to be sent and then closed here. in's read end is
+// put in blocking mode (the shared process reads it so; the mode is the open file's, which the
+// shared process's descriptor shares).
+func sessionPipes(out *os.File) (in *os.File, receipts *receiptsEnd, theirs []*os.File, err error) {
 	inR, in, err := os.Pipe()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	out, outW, err := os.Pipe()
+	receipts, recW, err := receiptsPipe()
 	if err != nil {
 		inR.Close()
 		in.Close()
 		return nil, nil, nil, err
 	}
-	_, _ = inR.Fd(), outW.Fd() // Fd puts them in blocking mode
-	return in, out, []*os.File{inR, outW}, nil
+	_ = inR.Fd() // Fd puts it in blocking mode
+	theirOut, err := dupFile(out)
+	if err != nil {
+		closeFiles([]*os.File{inR, in, recW})
+		receipts.Close()
+		return nil, nil, nil, err
+	}
+	return in, receipts, []*os.File{inR, theirOut, recW}, nil
+}
+
+// receiptsSize is the size asked for the receipts' pipe.
+const receiptsSize = 1 << 20
+
+// dupFile is a descriptor of f's open file of its own, which closing does not close f.
+func dupFile(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := rc.Control(func(ofd uintptr) { fd, derr = unix.FcntlInt(ofd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// clientOutput is what the shared process writes the session's messages to, given the
+// forwarder's stdin, stdout and stderr: stdout itself when it is a pipe or a socket open there
+// alone (the shared process makes it non-blocking, which would change how stdin or stderr are
+// written or read if they shared it: a client that passes one socket for both, a script that
+// sends stderr where stdout goes), so that nothing lies between the session and its client in
+// that direction; otherwise (a terminal, a file, a writer that is no file) a pipe that copy
+// copies to stdout, which the forwarder runs and which ends when every write end of the pipe is
+// closed.
+func clientOutput(stdin io.Reader, stdout io.Writer, stderr io.Writer) (out *os.File, copy func(), err error) {
+	if f, ok := stdout.(*os.File); ok && ownPipe(f, stdin, stderr) {
+		return f, nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, func() {
+		_, _ = io.Copy(stdout, r)
+		r.Close()
+	}, nil
+}
+
+// ownPipe says whether f is a pipe or a socket that neither of others (when files) shares.
+func ownPipe(f *os.File, others ...any) bool {
+	st, err := f.Stat()
+	if err != nil || st.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return false
+	}
+	for _, o := range others {
+		if of, ok := o.(*os.File); ok {
+			if ost, err := of.Stat(); err == nil && os.SameFile(st, ost) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// writeSome is a function that writes what f (non-blocking) takes of b, waiting until it takes
+// some: Write of a clientOut, which tells the receipts of each part written.
+func writeSome(f *os.File) func(b []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f.Write
+	}
+	return func(b []byte) (int, error) {
+		var n int
+		var werr error
+		if err := rc.Write(func(fd uintptr) bool {
+			for {
+				n, werr = unix.Write(int(fd), b)
+				if werr != unix.EINTR {
+					return werr != unix.EAGAIN // wait for it to take some
+				}
+			}
+		}); err != nil {
+			return 0, err
+		}
+		return max(n, 0), werr
+	}
+}
+
+// receiptsEnd is the forwarder's end of the receipts' pipe: a non-blocking descriptor that no
+// poller watches, since one would wake the forwarder for every receipt written, which it reads
+// seldom (forwarder.drain).
+type receiptsEnd struct{ fd int }
+
+// receiptsPipe makes the receipts' pipe: the forwarder's end, and the shared process's, which
+// holds up to a mebibyte where the system allows (what the forwarder may leave unread:
+// forwarder.owed).
+func receiptsPipe() (*receiptsEnd, *os.File, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(p[0], true); err != nil {
+		closeFDs(p[:])
+		return nil, nil, err
+	}
+	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, receiptsSize)
+	return &receiptsEnd{fd: p[0]}, os.NewFile(uintptr(p[1]), "the session's receipts"), nil
+}
+
+// read reads what the pipe holds into buf; when it holds nothing, 0 at once, or with wait, once
+// it holds some or has ended (io.EOF).
+func (r *receiptsEnd) read(buf []byte, wait bool) (int, error) {
+	for {
+		n, err := unix.Read(r.fd, buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if !wait {
+				return 0, nil
+			}
+			if _, err := unix.Poll([]unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}, -1); err != nil && err != unix.EINTR {
+				return 0, err
+			}
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(buf) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (r *receiptsEnd) Close() error { return unix.Close(r.fd) }
+
+// blocking puts f's open file in blocking mode, for the forwarder's own writes to the client's
+// output once no shared process writes to it (one made it non-blocking).
+func blocking(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), false) })
+	}
 }
 
 // sendHello writes the hello line on conn with files attached (to its first bytes: a socket
@@ -61,7 +206,7 @@ func sendHello(conn net.Conn, line []byte, files []*os.File) error {
 }
 
 // maxHelloFiles is the most files a hello carries.
-const maxHelloFiles = 2
+const maxHelloFiles = 3
 
 // readHello reads the first line of conn, and the descriptors sent with it; rest is what was
 // read past the line. Each read is made under syscall.ForkLock and what it receives marked
@@ -142,20 +287,23 @@ func parseRights(oob []byte) ([]int, error) {
 }
 
 // receivePipes are a hosted session's ends of its forwarder's pipes: it reads the client's
-// messages from in (blocking, on a thread, as an unshared session reads its stdin) and
-// writes its own to out (non-blocking: stdio.Conn writes what the pipe takes at once, and
-// never waits for the forwarder).
-func receivePipes(fds []int) (in, out *os.File, err error) {
-	if len(fds) != 2 {
+// messages from in (blocking, on a thread, as an unshared session reads its stdin), writes its
+// own to out, the client's output, and its receipts to receipts (both non-blocking: stdio.Conn
+// writes what the pipe takes at once, and never waits for the client or the forwarder).
+func receivePipes(fds []int) (in, out, receipts *os.File, err error) {
+	if len(fds) != 3 {
 		closeFDs(fds)
-		return nil, nil, fmt.Errorf("%d descriptors with the hello, not the session's two pipes", len(fds))
+		return nil, nil, nil, fmt.Errorf("%d descriptors with the hello, not the session's three", len(fds))
 	}
-	if err := unix.SetNonblock(fds[1], true); err != nil {
-		closeFDs(fds)
-		return nil, nil, err
+	for _, fd := range fds[1:] {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			closeFDs(fds)
+			return nil, nil, nil, err
+		}
 	}
 	// os.NewFile polls a descriptor that is non-blocking when it is made.
-	return os.NewFile(uintptr(fds[0]), "the client's messages"), os.NewFile(uintptr(fds[1]), "the session's messages"), nil
+	return os.NewFile(uintptr(fds[0]), "the client's messages"), os.NewFile(uintptr(fds[1]), "the client's output"),
+		os.NewFile(uintptr(fds[2]), "the session's receipts"), nil
 }
 
 func closeFDs(fds []int) {

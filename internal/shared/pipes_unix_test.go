@@ -33,24 +33,44 @@ func socketPair(t *testing.T) (a, b net.Conn) {
 	return conn(fds[0]), conn(fds[1])
 }
 
-// testPipes are a session's pipes, as the forwarder makes them; its own ends are closed at the
-// end of the test.
-func testPipes(t *testing.T) (in, out *os.File, theirs []*os.File) {
+// testPipes are a session's pipes, as the forwarder makes them, with a pipe for the client's
+// output (out is its read end); the forwarder's ends are closed at the end of the test.
+func testPipes(t *testing.T) (in *os.File, receipts *receiptsEnd, out *os.File, theirs []*os.File) {
 	t.Helper()
-	in, out, theirs, err := sessionPipes()
+	out, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { in.Close(); out.Close() })
-	return in, out, theirs
+	in, receipts, theirs, err = sessionPipes(outW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outW.Close() // the shared process has its own
+	t.Cleanup(func() { in.Close(); receipts.Close(); out.Close() })
+	return in, receipts, out, theirs
 }
 
-// A session's pipes go with its hello: the shared process gets its two ends, which its
+// nonBlocking says whether f's open file is non-blocking (without Fd, which may change it).
+func nonBlocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags int
+	if err := rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	return flags&unix.O_NONBLOCK != 0
+}
+
+// A session's pipes go with its hello: the shared process gets its three ends, which its
 // servers' processes do not inherit, reads the client's messages in blocking mode and writes
-// the session's without waiting; what was sent after the hello's line is kept.
+// to the client's output and the receipts without waiting; what was sent after the hello's
+// line is kept.
 func TestHelloCarriesPipes(t *testing.T) {
 	fwd, shared := socketPair(t)
-	in, out, theirs := testPipes(t)
+	in, receipts, out, theirs := testPipes(t)
 	if err := sendHello(fwd, []byte("{\"hello\":1}\nafter"), theirs); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +80,7 @@ func TestHelloCarriesPipes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(line) != "{\"hello\":1}\n" || string(rest) != "after" || len(fds) != 2 {
+	if string(line) != "{\"hello\":1}\n" || string(rest) != "after" || len(fds) != 3 {
 		t.Fatalf("line %q, rest %q, %d descriptors", line, rest, len(fds))
 	}
 	for _, fd := range fds {
@@ -68,31 +88,21 @@ func TestHelloCarriesPipes(t *testing.T) {
 			t.Errorf("descriptor %d is inherited by the processes the shared process starts (flags %#x, %v)", fd, flags, err)
 		}
 	}
-	sin, sout, err := receivePipes(fds)
+	sin, sout, srec, err := receivePipes(fds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sin.Close()
 	defer sout.Close()
-	nonBlocking := func(f *os.File) bool { // without Fd, which may change the mode
-		rc, err := f.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var flags int
-		if err := rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil {
-			t.Fatal(err)
-		}
-		return flags&unix.O_NONBLOCK != 0
+	defer srec.Close()
+	if !nonBlocking(t, sout) || !nonBlocking(t, srec) {
+		t.Error("the session's write ends are in blocking mode: its writes would wait for the client or the forwarder")
 	}
-	if !nonBlocking(sout) {
-		t.Error("the session's write end is in blocking mode: its writes would wait for the forwarder")
-	}
-	if nonBlocking(sin) {
+	if nonBlocking(t, sin) {
 		t.Error("the session's read end is non-blocking: it would be read through the poller")
 	}
 
-	// The client's messages, both ways.
+	// The client's messages, both ways, and the receipts.
 	if _, err := in.Write([]byte("to the session\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +114,16 @@ func TestHelloCarriesPipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n, err := out.Read(buf); err != nil || string(buf[:n]) != "to the client\n" {
-		t.Fatalf("the forwarder read %q, %v", buf[:n], err)
+		t.Fatalf("the client read %q, %v", buf[:n], err)
+	}
+	if _, err := srec.Write([]byte("7\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := receipts.read(buf, false); err != nil || string(buf[:n]) != "7\n" {
+		t.Fatalf("the forwarder read the receipts %q, %v", buf[:n], err)
+	}
+	if n, err := receipts.read(buf, false); err != nil || n != 0 {
+		t.Fatalf("the forwarder read the empty receipts %q, %v: it must not wait", buf[:n], err)
 	}
 
 	// The end of either side is seen by the other.
@@ -114,7 +133,11 @@ func TestHelloCarriesPipes(t *testing.T) {
 	}
 	sout.Close()
 	if n, err := out.Read(buf); err != io.EOF {
-		t.Errorf("after the session's end, the forwarder read %q, %v", buf[:n], err)
+		t.Errorf("after the session's end, the client read %q, %v", buf[:n], err)
+	}
+	srec.Close()
+	if n, err := receipts.read(buf, true); err != io.EOF {
+		t.Errorf("after the session's end, the forwarder read the receipts %q, %v", buf[:n], err)
 	}
 }
 
@@ -122,7 +145,7 @@ func TestHelloCarriesPipes(t *testing.T) {
 // macOS's Unix sockets take 8 KiB) is written in parts, its descriptors with the first.
 func TestHelloLarge(t *testing.T) {
 	fwd, shared := socketPair(t)
-	_, _, theirs := testPipes(t)
+	_, _, _, theirs := testPipes(t)
 	line := []byte(`{"env":"` + strings.Repeat("v", 3<<20) + `"}` + "\n")
 	sent := make(chan error, 1)
 	go func() { sent <- sendHello(fwd, line, theirs) }()
@@ -134,14 +157,14 @@ func TestHelloLarge(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, line) || len(rest) != 0 || len(fds) != 2 {
+	if !bytes.Equal(got, line) || len(rest) != 0 || len(fds) != 3 {
 		t.Fatalf("read %d bytes of %d, rest %q, %d descriptors", len(got), len(line), rest, len(fds))
 	}
 }
 
-// A hello that carries more descriptors than a session's two is refused, and they are closed.
+// A hello that carries other descriptors than a session's three is refused, and they are closed.
 func TestHelloRefusesOtherDescriptors(t *testing.T) {
-	if _, _, err := receivePipes(nil); err == nil {
+	if _, _, _, err := receivePipes(nil); err == nil {
 		t.Error("a session without pipes was taken")
 	}
 	r, w, err := os.Pipe()
@@ -154,7 +177,7 @@ func TestHelloRefusesOtherDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := receivePipes([]int{fd}); err == nil {
+	if _, _, _, err := receivePipes([]int{fd}); err == nil {
 		t.Error("a session with one descriptor was taken")
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {

@@ -2,6 +2,7 @@ package shared
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -22,10 +23,23 @@ func detached() *syscall.SysProcAttr { return nil }
 func lockFile(*os.File) error        { return errUnsupported }
 func private(string) error           { return errUnsupported }
 
-func sessionPipes() (in, out *os.File, theirs []*os.File, err error) {
+type receiptsEnd struct{}
+
+func (*receiptsEnd) read([]byte, bool) (int, error) { return 0, errUnsupported }
+func (*receiptsEnd) Close() error                   { return errUnsupported }
+
+func sessionPipes(*os.File) (in *os.File, receipts *receiptsEnd, theirs []*os.File, err error) {
 	return nil, nil, nil, errUnsupported
 }
+func clientOutput(io.Reader, io.Writer, io.Writer) (*os.File, func(), error) {
+	return nil, nil, errUnsupported
+}
+func blocking(*os.File)                                 {}
+func writeSome(f *os.File) func([]byte) (int, error)    { return f.Write }
+func tryRead(*os.File, []byte) (int, error)             { return 0, errUnsupported }
 func sendHello(net.Conn, []byte, []*os.File) error      { return errUnsupported }
 func readHello(net.Conn) ([]byte, []byte, []int, error) { return nil, nil, nil, errUnsupported }
-func receivePipes([]int) (in, out *os.File, err error)  { return nil, nil, errUnsupported }
-func closeFDs([]int)                                    {}
+func receivePipes([]int) (in, out, receipts *os.File, err error) {
+	return nil, nil, nil, errUnsupported
+}
+func closeFDs([]int) {}

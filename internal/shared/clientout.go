@@ -1,0 +1,303 @@
+package shared
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// A hosted session writes to its client directly: the forwarder hands the shared process the
+// client's stdout (or, when that is not a pipe or a socket of its own, a pipe it copies to it:
+// clientOutput in pipes_unix.go), so that the session's messages reach the client as an
+// unshared session's do, with no process between them in that direction. The forwarder still
+// has to know, should the shared process end, which of the client's requests were answered:
+// beside the client's output the session writes receipts, which the forwarder reads seldom
+// (when what they can hold grows, and to their end when the shared process ends), so that no
+// process wakes for them per message.
+//
+// Receipts are lines: after a write that ends an answer to a request of the client's, the
+// answer's ID as written ("7", "\"a\""); after a write that leaves a line unfinished (a client
+// that does not read at once), "+", and after the write that ends such a line, its ID or "-".
+// A write that may wait for the client (a large message, or one behind it: Write) says "+"
+// before it and, unless it leaves a line unfinished, "-" after. So the forwarder knows, when
+// the shared process ends, which requests are unanswered and whether the client's output stops
+// in the middle of a line, which its errors must not be appended to. The receipts of a write
+// that does not wait are written together after it: a shared process killed between the two
+// (a few instructions) leaves an answer the client has that the forwarder answers again, which
+// the client takes for an answer to no request of its own, never a request it waits for in
+// vain.
+
+// clientOut is a hosted session's output to its client, with the receipts beside it. It leaves
+// out the answers to the requests the forwarder sent again to a new shared process (their IDs
+// are the forwarder's, againPrefix): the client did not send them. The stdio.Conn of the
+// session writes to it one call at a time.
+type clientOut struct {
+	mu   sync.Mutex
+	f    *os.File
+	try  func([]byte) (int, error) // one non-blocking write to f; nil when f cannot take one
+	some func([]byte) (int, error) // a write to f that waits until it takes some
+	rec  *os.File
+	rtry func([]byte) (int, error)
+
+	// The line being written, when a write ended in the middle of one.
+	mid  bool   // a line is under way
+	skip bool   // it is left out
+	id   []byte // the ID it answers, if it is an answer
+
+	rpending  []byte // receipts the pipe did not take at once, for flushReceipts
+	rflushing bool
+	closeOnce sync.Once
+
+	spans []outSpan // scratch
+	recs  []byte    // scratch
+}
+
+func newClientOut(f, receipts *os.File) *clientOut {
+	return &clientOut{f: f, try: stdio.TryWrite(f), some: writeSome(f), rec: receipts, rtry: stdio.TryWrite(receipts)}
+}
+
+// TryWrite writes what the client's output takes of b at once (stdio.TryWriter).
+func (o *clientOut) TryWrite(b []byte) (int, error) {
+	if o.try == nil {
+		return 0, nil
+	}
+	return o.write(b, o.try)
+}
+
+// Write writes b, waiting for the client to take it, with "+" in the receipts before and "-"
+// after (unless it leaves a line unfinished).
+func (o *clientOut) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	o.receipts([]byte("+\n"))
+	o.mu.Unlock()
+	done := 0
+	for done < len(b) {
+		n, err := o.write(b[done:], o.some)
+		done += n
+		if err == nil && n == 0 {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return done, err
+		}
+	}
+	o.mu.Lock()
+	if !o.mid {
+		o.receipts([]byte("-\n"))
+	}
+	o.mu.Unlock()
+	return done, nil
+}
+
+// Close closes the client's output and the receipts.
+func (o *clientOut) Close() error {
+	var err error
+	o.closeOnce.Do(func() {
+		err = o.f.Close()
+		o.mu.Lock()
+		o.rpending = nil
+		o.mu.Unlock()
+		o.rec.Close()
+	})
+	return err
+}
+
+// outSpan is one line, or the part of one, in what a write is given.
+type outSpan struct {
+	from, to int
+	ends     bool   // the line ends here
+	skip     bool   // left out
+	cont     bool   // continues a line an earlier write left unfinished
+	id       []byte // the ID of the request it answers
+}
+
+// write writes b with write, leaving out the lines to leave out, and writes the receipts of
+// what it wrote. It returns how much of b it is done with: written or left out.
+func (o *clientOut) write(b []byte, write func([]byte) (int, error)) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	spans := o.split(b)
+	recs := o.recs[:0]
+	done := 0
+	var err error
+	for i := 0; i < len(spans); {
+		if spans[i].skip {
+			done = spans[i].to
+			o.mid, o.skip, o.id = !spans[i].ends, !spans[i].ends, o.id[:0]
+			i++
+			continue
+		}
+		j := i // the run of lines written together
+		for j < len(spans) && !spans[j].skip {
+			j++
+		}
+		from, to := spans[i].from, spans[j-1].to
+		var n int
+		n, err = write(b[from:to])
+		written := from + n
+		for ; i < j && spans[i].to <= written; i++ {
+			recs = o.receipt(recs, spans[i])
+		}
+		done = written
+		if i < j { // the write stopped before the end of span i
+			if written > spans[i].from || spans[i].cont {
+				o.mid, o.skip, o.id = true, false, append(o.id[:0], spans[i].id...)
+				if written > spans[i].from && !spans[i].cont {
+					recs = append(recs, "+\n"...)
+				}
+			} else {
+				o.mid = false
+			}
+			break
+		}
+	}
+	o.recs = recs[:0]
+	o.receipts(recs)
+	return done, err
+}
+
+// receipt adds the receipt of span s, written whole, to recs.
+func (o *clientOut) receipt(recs []byte, s outSpan) []byte {
+	if !s.ends { // the line goes on in the next write
+		o.mid, o.skip = true, false
+		o.id = append(o.id[:0], s.id...)
+		if !s.cont {
+			recs = append(recs, "+\n"...)
+		}
+		return recs
+	}
+	switch {
+	case s.id != nil:
+		recs = append(append(recs, s.id...), '\n')
+	case s.cont:
+		recs = append(recs, "-\n"...)
+	}
+	o.mid, o.skip, o.id = false, false, o.id[:0]
+	return recs
+}
+
+// split cuts b into its lines, saying of each what it is.
+func (o *clientOut) split(b []byte) []outSpan {
+	spans := o.spans[:0]
+	for at := 0; at < len(b); {
+		s := outSpan{from: at}
+		if o.mid && at == 0 {
+			s.cont, s.skip = true, o.skip
+			if len(o.id) > 0 {
+				s.id = o.id
+			}
+		} else {
+			s.id, s.skip = answerID(b[at:])
+		}
+		if i := bytes.IndexByte(b[at:], '\n'); i >= 0 {
+			s.to, s.ends = at+i+1, true
+		} else {
+			s.to = len(b)
+		}
+		spans = append(spans, s)
+		at = s.to
+	}
+	o.spans = spans[:0]
+	return spans
+}
+
+// answerID is the ID of the request that the message at the start of line answers (as the
+// session writes answers: stdio.Response), nil if it is not an answer or its start is not
+// whole in line; again says it answers a request the forwarder sent again.
+func answerID(line []byte) (id []byte, again bool) {
+	rest, ok := bytes.CutPrefix(line, responseHead)
+	if !ok {
+		return nil, false
+	}
+	end := idEnd(rest)
+	if end < 0 {
+		return nil, false
+	}
+	after := rest[end:]
+	if !bytes.HasPrefix(after, []byte(`,"result"`)) && !bytes.HasPrefix(after, []byte(`,"error"`)) {
+		return nil, false // a request of the server's
+	}
+	return rest[:end], bytes.HasPrefix(rest, againPrefix)
+}
+
+// receipts writes recs to the receipts without waiting: what the pipe does not take at once is
+// written by flushReceipts, in order. Callers hold o.mu.
+func (o *clientOut) receipts(recs []byte) {
+	if len(recs) == 0 {
+		return
+	}
+	if !o.rflushing && o.rtry != nil {
+		n, err := o.rtry(recs)
+		if err != nil || n == len(recs) {
+			return // the forwarder's end is gone: nobody reads them
+		}
+		recs = recs[n:]
+	}
+	o.rpending = append(o.rpending, recs...)
+	if !o.rflushing {
+		o.rflushing = true
+		go o.flushReceipts()
+	}
+}
+
+// flushReceipts writes the receipts the pipe did not take at once, waiting for the forwarder
+// to read them (it does when what it is owed grows: forwarder.owed).
+func (o *clientOut) flushReceipts() {
+	for {
+		o.mu.Lock()
+		recs := o.rpending
+		o.rpending = nil
+		if len(recs) == 0 {
+			o.rflushing = false
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		if _, err := o.rec.Write(recs); err != nil {
+			o.mu.Lock()
+			o.rpending, o.rflushing = nil, false
+			o.mu.Unlock()
+			return
+		}
+	}
+}
+
+// againPrefix starts the IDs of the requests a forwarder sends again to a new shared process
+// (forwarder.replay), as they appear in the answers.
+var againPrefix = []byte(`"` + againID)
+
+// againID starts the IDs of the requests a forwarder sends again.
+const againID = "mcp-simple-aggregator/again-"
+
+// responseHead starts every answer the session writes (stdio.Response), the ID after it.
+var responseHead = []byte(`{"jsonrpc":"2.0","id":`)
+
+// idEnd is the end of the JSON value (a string or a number, as IDs are) at the start of b; -1
+// when b does not hold it whole.
+func idEnd(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	if b[0] != '"' {
+		i := 0
+		for i < len(b) && (b[i] == '-' || b[i] == '+' || b[i] == '.' || b[i] == 'e' || b[i] == 'E' || (b[i] >= '0' && b[i] <= '9')) {
+			i++
+		}
+		if i == 0 || i == len(b) {
+			return -1
+		}
+		return i
+	}
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}

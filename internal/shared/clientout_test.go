@@ -1,0 +1,179 @@
+//go:build unix
+
+package shared
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// testOut is a clientOut over pipes: the client's output and the receipts, read back whole.
+func testOut(t *testing.T) (o *clientOut, client, receipts *os.File) {
+	t.Helper()
+	client, cw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts, rw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); receipts.Close() })
+	o = newClientOut(cw, rw)
+	t.Cleanup(func() { o.Close() })
+	return o, client, receipts
+}
+
+// readAll reads what the pipe f (non-blocking) holds now.
+func readAll(t *testing.T, f *os.File) string {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	buf := make([]byte, 64<<10)
+	for {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool { n, rerr = unix.Read(int(fd), buf); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if rerr != nil || n <= 0 {
+			return string(b)
+		}
+		b = append(b, buf[:n]...)
+	}
+}
+
+// limited writes at most n bytes of what it is given to o's client, as a pipe that takes no more
+// at once does.
+func limited(o *clientOut, n int) func([]byte) (int, error) {
+	return func(b []byte) (int, error) { return o.f.Write(b[:min(n, len(b))]) }
+}
+
+// The client gets the session's messages as written, but for the answers to the requests the
+// forwarder sent again; the receipts name the answers to the client's requests, after them.
+func TestClientOutReceipts(t *testing.T) {
+	o, client, receipts := testOut(t)
+	msgs := []string{
+		`{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":"a\"b","error":{"code":-32602,"message":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`,
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`,
+		`{"jsonrpc":"2.0","id":"` + againID + `1","result":{}}`,
+		`{"jsonrpc":"2.0","id":8,"result":{}}`,
+	}
+	in := strings.Join(msgs, "\n") + "\n"
+	if n, err := o.TryWrite([]byte(in)); err != nil || n != len(in) {
+		t.Fatalf("TryWrite: %d of %d, %v", n, len(in), err)
+	}
+	want := strings.Join(append(msgs[:4:4], msgs[5]), "\n") + "\n"
+	if got := readAll(t, client); got != want {
+		t.Errorf("the client got:\n%s\nwant:\n%s", got, want)
+	}
+	if got := readAll(t, receipts); got != "7\n\"a\\\"b\"\n8\n" {
+		t.Errorf("receipts %q", got)
+	}
+}
+
+// A write the client's output does not take whole leaves a line unfinished, which the receipts
+// say ("+") until the write that ends it (its ID, or "-"); what is left out may be cut too.
+func TestClientOutUnfinishedLines(t *testing.T) {
+	o, client, receipts := testOut(t)
+	answer := `{"jsonrpc":"2.0","id":5,"result":{"text":"` + strings.Repeat("x", 100) + `"}}` + "\n"
+	note := `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + strings.Repeat("y", 100) + `"}}` + "\n"
+	again := `{"jsonrpc":"2.0","id":"` + againID + `2","result":{"text":"` + strings.Repeat("z", 100) + `"}}` + "\n"
+
+	steps := []struct {
+		in       string
+		accept   int // what the output takes of the write
+		done     int // what write says it is done with
+		receipts string
+	}{
+		{answer, 30, 30, "+\n"},   // the answer's start
+		{answer[30:], 10, 10, ""}, // more of it
+		{answer[40:] + note, len(answer) - 40 + 20, len(answer) - 40 + 20, "5\n+\n"}, // its end, and the note's start
+		{note[20:], 1000, len(note) - 20, "-\n"},                                     // the note's end
+		{again[:70], 1000, 70, ""},                                                   // left out, in parts
+		{again[70:] + answer, 1000, len(again) - 70 + len(answer), "5\n"},
+		{answer, 0, 0, ""}, // nothing taken: nothing started
+		{answer, 1000, len(answer), "5\n"},
+	}
+	var want strings.Builder
+	for i, s := range steps {
+		n, err := o.write([]byte(s.in), limited(o, s.accept))
+		if err != nil || n != s.done {
+			t.Fatalf("step %d: done with %d of %d, %v; want %d", i, n, len(s.in), err, s.done)
+		}
+		if got := readAll(t, receipts); got != s.receipts {
+			t.Errorf("step %d: receipts %q, want %q", i, got, s.receipts)
+		}
+	}
+	want.WriteString(answer + note + answer + answer)
+	if got := readAll(t, client); got != want.String() {
+		t.Errorf("the client got:\n%s\nwant:\n%s", got, want.String())
+	}
+}
+
+// A write that may wait for the client says before it that a line may be left unfinished, and
+// after it that none is, unless one is.
+func TestClientOutWaitingWrite(t *testing.T) {
+	o, client, receipts := testOut(t)
+	answer := `{"jsonrpc":"2.0","id":5,"result":{}}` + "\n"
+	for _, step := range []struct{ in, receipts string }{
+		{answer, "+\n5\n-\n"},
+		{answer[:33], "+\n+\n"}, // its start, to the member after the ID (a write always has it)
+		{answer[33:], "+\n5\n-\n"},
+		{`{"jsonrpc":"2.0","method":"m"}` + "\n", "+\n-\n"},
+	} {
+		if n, err := o.Write([]byte(step.in)); err != nil || n != len(step.in) {
+			t.Fatalf("Write: %d of %d, %v", n, len(step.in), err)
+		}
+		if got := readAll(t, receipts); got != step.receipts {
+			t.Errorf("after writing %q: receipts %q, want %q", step.in, got, step.receipts)
+		}
+	}
+	if got := readAll(t, client); got != answer+answer+`{"jsonrpc":"2.0","method":"m"}`+"\n" {
+		t.Errorf("the client got %q", got)
+	}
+}
+
+// Receipts the forwarder has not read yet, beyond what their pipe holds, wait in the shared
+// process without keeping the session waiting, and reach the forwarder in order.
+func TestClientOutReceiptsWait(t *testing.T) {
+	o, client, receipts := testOut(t)
+	if rc, err := o.rec.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 4096) })
+	}
+	var want strings.Builder
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	for i := range 2000 {
+		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"request-%d","result":{}}`+"\n", i)
+		if n, err := o.TryWrite([]byte(line)); err != nil || n != len(line) {
+			// The client reads: a write may find the pipe full for a moment.
+			if _, err := o.Write([]byte(line[n:])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Fprintf(&want, "\"request-%d\"\n", i)
+	}
+	var got bytes.Buffer
+	buf := make([]byte, 4096)
+	for strings.Count(got.String(), "request-") < 2000 || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
+		n, err := receipts.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(buf[:n])
+	}
+	if strings.NewReplacer("+\n", "", "-\n", "").Replace(got.String()) != want.String() {
+		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), want.Len())
+	}
+}
