@@ -298,10 +298,12 @@ func (f *forwarder) readLog(lc net.Conn) (code int, exited bool) {
 }
 
 // copyIn copies the client's messages to the shared process, noting what it must keep of
-// them, for the forwarder's life.
+// them, for the forwarder's life. The whole lines one read brings are sent in one write, as a
+// relay writes what it reads.
 func (f *forwarder) copyIn() {
 	r := bufio.NewReaderSize(f.o.Stdin, 64<<10)
-	var long []byte // a line longer than the reader's buffer, gathered whole
+	var long []byte  // a line longer than the reader's buffer, gathered whole
+	var batch []byte // lines read, while another whole line is read already
 	for {
 		part, err := r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
@@ -313,8 +315,19 @@ func (f *forwarder) copyIn() {
 			line = append(long, part...)
 			long = nil
 		}
+		if err == nil && lineBuffered(r) {
+			batch = append(batch, line...)
+			continue
+		}
+		if len(batch) > 0 {
+			line = append(batch, line...)
+		}
 		if len(line) > 0 && !f.send(line) {
 			return
+		}
+		batch = batch[:0]
+		if cap(batch) > 1<<20 {
+			batch = nil
 		}
 		if err != nil { // the end of the client's input
 			f.mu.Lock()
@@ -328,9 +341,15 @@ func (f *forwarder) copyIn() {
 	}
 }
 
-// send notes what line sets up and sends it to the current shared process, waiting for one
-// while there is none; false once the session has ended.
-func (f *forwarder) send(line []byte) bool {
+// lineBuffered says whether r holds a whole line already.
+func lineBuffered(r *bufio.Reader) bool {
+	b, _ := r.Peek(r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// send notes what the lines set up and sends them to the current shared process, waiting for
+// one while there is none; false once the session has ended.
+func (f *forwarder) send(lines []byte) bool {
 	f.mu.Lock()
 	for f.conn == nil && !f.ended {
 		f.cond.Wait()
@@ -339,17 +358,24 @@ func (f *forwarder) send(line []byte) bool {
 		f.mu.Unlock()
 		return false
 	}
-	f.note(line)
+	for rest := lines; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		rest = rest[len(line):]
+		f.note(line)
+	}
 	if f.owed+f.loose > drainAt {
 		f.drain(f.receipts, false)
 	}
 	conn := f.conn
 	f.mu.Unlock()
-	// Written without the lock, which the reader of the session's messages takes for each
-	// answer: a write that waits for the session to read must not keep the session's answers
-	// from being read. A failed write is the shared process's end, which serve sees: the
-	// request was noted, and is answered with an error then.
-	_, _ = conn.Write(line)
+	// Written without the lock, which the shared process's end (serve) takes: a write that
+	// waits for the session to read must not keep the forwarder from seeing that end. A failed
+	// write is the shared process's end, which serve sees: the requests were noted, and are
+	// answered with an error then.
+	_, _ = conn.Write(lines)
 	return true
 }
 

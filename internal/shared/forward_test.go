@@ -202,3 +202,39 @@ type writeConn struct {
 }
 
 func (c *writeConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// writesConn records each write.
+type writesConn struct {
+	net.Conn
+	writes []string
+}
+
+func (c *writesConn) Write(p []byte) (int, error) { c.writes = append(c.writes, string(p)); return len(p), nil }
+func (c *writesConn) Close() error                { return nil }
+
+// The whole lines one read brings reach the shared process in one write, each noted; a line
+// read in part waits for its end.
+func TestForwarderBatches(t *testing.T) {
+	f := newTestForwarder(nil)
+	conn := &writesConn{}
+	f.conn = conn
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}` + "\n",
+		`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"error"}}` + "\n",
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}` + "\n",
+	}
+	pr, pw := io.Pipe()
+	f.o.Stdin = pr
+	done := make(chan struct{})
+	go func() { defer close(done); f.copyIn() }()
+	fmt.Fprint(pw, lines[0]+lines[1]+lines[2][:10]) // two whole lines and a part, in one read
+	fmt.Fprint(pw, lines[2][10:])
+	pw.Close()
+	<-done
+	if len(conn.writes) != 2 || conn.writes[0] != lines[0]+lines[1] || conn.writes[1] != lines[2] {
+		t.Errorf("written: %q", conn.writes)
+	}
+	if len(f.inflight) != 3 || f.level == nil {
+		t.Errorf("in flight %v, level %q", f.inflight, f.level)
+	}
+}
