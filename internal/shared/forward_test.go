@@ -1,3 +1,5 @@
+//go:build unix
+
 package shared
 
 import (
@@ -209,8 +211,11 @@ type writesConn struct {
 	writes []string
 }
 
-func (c *writesConn) Write(p []byte) (int, error) { c.writes = append(c.writes, string(p)); return len(p), nil }
-func (c *writesConn) Close() error                { return nil }
+func (c *writesConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, string(p))
+	return len(p), nil
+}
+func (c *writesConn) Close() error { return nil }
 
 // The whole lines one read brings reach the shared process in one write, each noted; a line
 // read in part waits for its end.

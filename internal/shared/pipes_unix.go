@@ -141,14 +141,21 @@ type receiptsEnd struct{ fd int }
 // forwarder.owed).
 func receiptsPipe() (*receiptsEnd, *os.File, error) {
 	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+	syscall.ForkLock.RLock() // no process started meanwhile inherits them
+	err := unix.Pipe(p[:])
+	if err == nil {
+		unix.CloseOnExec(p[0])
+		unix.CloseOnExec(p[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
 		return nil, nil, err
 	}
 	if err := unix.SetNonblock(p[0], true); err != nil {
 		closeFDs(p[:])
 		return nil, nil, err
 	}
-	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, receiptsSize)
+	growPipe(p[1], receiptsSize)
 	return &receiptsEnd{fd: p[0]}, os.NewFile(uintptr(p[1]), "the session's receipts"), nil
 }
 
