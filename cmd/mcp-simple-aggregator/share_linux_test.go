@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1074,4 +1075,81 @@ func sharedBy(t *testing.T, dir string, pid int) bool {
 		}
 	}
 	return false
+}
+
+// The shared process writes to the client's stdout itself only when it is a pipe or a socket of
+// its own (it makes it non-blocking): a stdout that stderr shares, or a file, gets the session's
+// messages through a pipe of the forwarder's, which copies them there, all of them by the time
+// it exits.
+func TestFaultShareOutputKinds(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	requests := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1.0"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a:echo","arguments":{"n":2}}}` + "\n"
+	start := func(stdout, stderr *os.File) (*exec.Cmd, io.WriteCloser) {
+		cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
+		cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, stdin
+	}
+
+	// stdout and stderr one pipe, as "2>&1" makes them.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd, stdin := start(w, w)
+	w.Close()
+	if _, err := io.WriteString(stdin, requests); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(r)
+	lines.Buffer(nil, 1<<20)
+	for answered := false; !answered; {
+		r.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if !lines.Scan() {
+			t.Fatalf("the session with stdout and stderr one pipe: %v", lines.Err())
+		}
+		answered = strings.HasPrefix(lines.Text(), `{"jsonrpc":"2.0","id":2,"result":`) && strings.Contains(lines.Text(), `{"n":2}`)
+	}
+	if sharedBy(t, dir, cmd.Process.Pid) {
+		t.Error("the shared process writes to a stdout that stderr shares")
+	}
+	stdin.Close()
+	cmd.Wait()
+
+	// stdout a file.
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd, stdin = start(out, nil)
+	if _, err := io.WriteString(stdin, requests); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the call's answer in the file", func() bool {
+		data, _ := os.ReadFile(out.Name())
+		return strings.Contains(string(data), `"id":2,"result":`)
+	})
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the session writing to a file: %v", err)
+	}
+	data, _ := os.ReadFile(out.Name())
+	if got := strings.Split(strings.TrimSpace(string(data)), "\n"); len(got) != 2 || !json.Valid([]byte(got[0])) || !json.Valid([]byte(got[1])) {
+		t.Errorf("the file holds:\n%s", data)
+	}
+	nothingShared(t, dir, tag)
 }
