@@ -75,6 +75,7 @@ func Forward(o ForwardOptions) (int, error) {
 	l, err := f.connect()
 	if err != nil {
 		f.closeOutput()
+		blocking(out) // as it was, for the unshared session: a shared process may have had it
 		return 0, err
 	}
 	releaseImage()
