@@ -881,29 +881,10 @@ func TestFaultShareStalledClient(t *testing.T) {
 	other := shareSession(t, path)
 
 	// The stalled session: its stdout is a pipe that nobody reads until the end.
-	cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
-	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	cmd.Stdout = w
+	stdout, w := testPipe(t)
 	stderr := new(lockedBuffer)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin := rawSession(t, path, w, stderr)
 	w.Close()
-	defer func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
 	const calls, size = 8, 1 << 20 // far more than the pipes between it and its client hold
 	lines := []string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1.0"}}}`, // as other's: a legacy server is shared by the same client
@@ -971,29 +952,10 @@ func TestFaultShareKilledMidAnswer(t *testing.T) {
 	dir := shareDir(t)
 	tag := newTag(t)
 	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
-	cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
-	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	cmd.Stdout = w
+	stdout, w := testPipe(t)
 	stderr := new(lockedBuffer)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin := rawSession(t, path, w, stderr)
 	w.Close()
-	defer func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
 	send := func(line string) {
 		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
 			t.Fatal(err)
@@ -1088,28 +1050,9 @@ func TestFaultShareOutputKinds(t *testing.T) {
 	requests := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1.0"}}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a:echo","arguments":{"n":2}}}` + "\n"
-	start := func(stdout, stderr *os.File) (*exec.Cmd, io.WriteCloser) {
-		cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
-		cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd, stdin
-	}
-
 	// stdout and stderr one pipe, as "2>&1" makes them.
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	cmd, stdin := start(w, w)
+	r, w := testPipe(t)
+	cmd, stdin := rawSession(t, path, w, w)
 	w.Close()
 	if _, err := io.WriteString(stdin, requests); err != nil {
 		t.Fatal(err)
@@ -1135,7 +1078,7 @@ func TestFaultShareOutputKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	cmd, stdin = start(out, nil)
+	cmd, stdin = rawSession(t, path, out, nil)
 	if _, err := io.WriteString(stdin, requests); err != nil {
 		t.Fatal(err)
 	}
@@ -1152,4 +1095,39 @@ func TestFaultShareOutputKinds(t *testing.T) {
 		t.Errorf("the file holds:\n%s", data)
 	}
 	nothingShared(t, dir, tag)
+}
+
+// rawSession starts a session with --share whose client is the test, writing raw lines to its
+// stdin; stdout and stderr are the test's to give. It is killed at the end of the test.
+func rawSession(t *testing.T, path string, stdout, stderr io.Writer) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
+	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, stdin
+}
+
+// testPipe is a pipe for a session's stdout, which nobody reads until the test does; its read
+// end is closed at the end of the test, its write end is the caller's to close once the session
+// has it.
+func testPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, w
 }
