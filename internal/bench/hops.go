@@ -21,7 +21,8 @@ import (
 // session's forwarder and of the shared process (which hosts the session). The builds are
 // -baseline's (with -baseline-label) and this one. It prints the medians and every run's
 // figures, which make bench-compare's shorter runs cannot tell apart from the machine's spread
-// when they differ by a few per cent.
+// when they differ by a few per cent. With -in-flight N the client writes N calls at once and
+// then reads their answers, as N callers in step do.
 func (b *bench) hops() {
 	builds := []build{{"this build", *aggBin, false}}
 	if *baseline != "" {
@@ -68,7 +69,7 @@ func (b *bench) hops() {
 			os.Unsetenv("XDG_RUNTIME_DIR")
 		}
 	}
-	fmt.Printf("CPU per call, %d sequential calls, median of %d runs (each run's figures in brackets)\n", *calls, *runs)
+	fmt.Printf("CPU per call, %d calls, %d at a time, median of %d runs (each run's figures in brackets)\n", *calls, max(*inFlight, 1), *runs)
 	fmt.Printf("two byte relays in a row (both): %s\n", cell(relays))
 	fmt.Printf("%-12s | %-40s | %-40s | %s\n", "build", "unshared aggregator", "shared: forwarder", "shared: shared process")
 	for i, bd := range builds {
@@ -111,11 +112,25 @@ func (c *rawClient) roundTrip(line string) {
 	}
 }
 
-// cpuPerCall makes -calls sequential calls of tool (after echoWarmUp) and returns the CPU time
-// each of the processes pids spent per call.
+// cpuPerCall makes -calls calls of tool (after echoWarmUp), -in-flight at a time (written in one
+// write, then their answers read), and returns the CPU time each of the processes pids spent per
+// call.
 func (c *rawClient) cpuPerCall(tool string, pids ...int) []float64 {
+	n := max(*inFlight, 1)
 	call := func(i int) {
-		c.roundTrip(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"text":"hello"}}}`)
+		if i%n != 0 {
+			return // written with the round's first
+		}
+		var lines []string
+		for j := range n {
+			lines = append(lines, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i+j)+`,"method":"tools/call","params":{"name":"`+tool+`","arguments":{"text":"hello"}}}`)
+		}
+		c.write(strings.Join(lines, "\n"))
+		for range n {
+			if _, err := c.out.ReadSlice('\n'); err != nil {
+				log.Fatalf("%s: %v", c.cmd.Path, err)
+			}
+		}
 	}
 	for i := range echoWarmUp {
 		call(i + 1)

@@ -40,6 +40,7 @@ var (
 	out        = flag.String("out", "", "also write the report (Markdown) to this file")
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
+	inFlight   = flag.Int("in-flight", 1, "-only hops: calls written together, and their answers read, as many callers at once make them")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
 	only       = flag.String("only", "", "run only this measurement: latency, modern, probe, throughput, startup, discovery, schema, payload, idle, reload, lazy, toolsearch, shared, hops (with -baseline too)")
 	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
