@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
@@ -21,14 +22,16 @@ import (
 // Receipts are lines: after a write that ends an answer to a request of the client's, the
 // answer's ID as written ("7", "\"a\""); after a write that leaves a line unfinished (a client
 // that does not read at once), "+", and after the write that ends such a line, its ID or "-".
-// A write that may wait for the client (a large message, or one behind it: Write) says "+"
-// before it and, unless it leaves a line unfinished, "-" after. So the forwarder knows, when
-// the shared process ends, which requests are unanswered and whether the client's output stops
-// in the middle of a line, which its errors must not be appended to. The receipts of a write
-// that does not wait are written together after it: a shared process killed between the two
-// (a few instructions) leaves an answer the client has that the forwarder answers again, which
-// the client takes for an answer to no request of its own, never a request it waits for in
-// vain.
+// A write that may be cut short, one that waits for the client (a large message, or one behind
+// it: Write) or one a pipe may not take whole (over PIPE_BUF), says "+" before it and, unless it
+// leaves a line unfinished, "-" after. So the forwarder knows, when the shared process ends,
+// which requests are unanswered and whether the client's output stops in the middle of a line,
+// which its errors must not be appended to. The receipts of a write are written after it: a
+// shared process killed between the two (a few instructions) leaves an answer the client has
+// that the forwarder answers again, which the client takes for an answer to no request of its
+// own; and where the client's output is a socket, which may take part of a short write, a line
+// cut short there that the forwarder does not know of, so that the first error it writes is
+// joined to it and lost to the client.
 
 // clientOut is a hosted session's output to its client, with the receipts beside it. It leaves
 // out the answers to the requests the forwarder sent again to a new shared process (their IDs
@@ -49,6 +52,7 @@ type clientOut struct {
 
 	rpending  []byte // receipts the pipe did not take at once, for flushReceipts
 	rflushing bool
+	flushed   chan struct{} // closed when flushReceipts ends, for closeReading
 	closeOnce sync.Once
 
 	spans []outSpan // scratch
@@ -59,12 +63,37 @@ func newClientOut(f, receipts *os.File) *clientOut {
 	return &clientOut{f: f, try: stdio.TryWrite(f), some: writeSome(f), rec: receipts, rtry: stdio.TryWrite(receipts)}
 }
 
-// TryWrite writes what the client's output takes of b at once (stdio.TryWriter).
+// TryWrite writes what the client's output takes of b at once (stdio.TryWriter). A write of
+// more than a pipe takes whole (PIPE_BUF: Linux's 4 KiB) may be cut short, so its receipts say
+// "+" before it and "-" after, as a waiting Write's do; a shorter one to a pipe is all or
+// nothing.
 func (o *clientOut) TryWrite(b []byte) (int, error) {
 	if o.try == nil {
 		return 0, nil
 	}
-	return o.write(b, o.try)
+	if len(b) <= pipeBuf {
+		return o.write(b, o.try)
+	}
+	o.mu.Lock()
+	o.receipts([]byte("+\n"))
+	o.mu.Unlock()
+	n, err := o.write(b, o.try)
+	o.closed()
+	return n, err
+}
+
+// pipeBuf is the most a write to a pipe carries whole (POSIX PIPE_BUF; 4096 on Linux, 512 at
+// least everywhere).
+const pipeBuf = 4096
+
+// closed says in the receipts, after a write that said "+" before it, that no line is left
+// unfinished, unless one is.
+func (o *clientOut) closed() {
+	o.mu.Lock()
+	if !o.mid || o.skip {
+		o.receipts([]byte("-\n"))
+	}
+	o.mu.Unlock()
 }
 
 // Write writes b, waiting for the client to take it, with "+" in the receipts before and "-"
@@ -84,20 +113,35 @@ func (o *clientOut) Write(b []byte) (int, error) {
 			return done, err
 		}
 	}
-	o.mu.Lock()
-	if !o.mid {
-		o.receipts([]byte("-\n"))
-	}
-	o.mu.Unlock()
+	o.closed()
 	return done, nil
 }
 
-// Close closes the client's output and the receipts.
-func (o *clientOut) Close() error {
+// Close closes the client's output and the receipts. The receipts the pipe did not take are
+// left unwritten: the forwarder does not read them when the session ends (see closeReading).
+func (o *clientOut) Close() error { return o.close(false) }
+
+// closeReading closes the client's output and then the receipts, once those the pipe did not
+// take yet are written (for receiptsWait at most): the forwarder reads them to their end when
+// the shared process ends under a session that goes on.
+func (o *clientOut) closeReading() error { return o.close(true) }
+
+// receiptsWait bounds the wait of closeReading for the forwarder to read the receipts.
+const receiptsWait = 5 * time.Second
+
+func (o *clientOut) close(flush bool) error {
 	var err error
 	o.closeOnce.Do(func() {
-		err = o.f.Close()
+		err = o.f.Close() // waits for a write under way: its receipts are then written or waiting
 		o.mu.Lock()
+		if flush && o.rflushing { // receipts wait for the pipe: flushReceipts writes them all
+			_ = o.rec.SetWriteDeadline(time.Now().Add(receiptsWait))
+			o.flushed = make(chan struct{})
+			done := o.flushed
+			o.mu.Unlock()
+			<-done
+			o.mu.Lock()
+		}
 		o.rpending = nil
 		o.mu.Unlock()
 		o.rec.Close()
@@ -236,10 +280,27 @@ func (o *clientOut) receipts(recs []byte) {
 		}
 		recs = recs[n:]
 	}
-	o.rpending = append(o.rpending, recs...)
+	o.rpending = coalesce(append(o.rpending, recs...))
 	if !o.rflushing {
 		o.rflushing = true
 		go o.flushReceipts()
+	}
+}
+
+// coalesce drops from recs the "+" and "-" that change nothing the forwarder reads from them
+// (whether the client's output stops in the middle of a line, which the last of them says):
+// so that a client that reads slowly, whose writes each say "+" and "-", does not grow the
+// receipts waiting for the pipe without bound.
+func coalesce(recs []byte) []byte {
+	for {
+		switch {
+		case bytes.HasSuffix(recs, []byte("+\n-\n")):
+			recs = append(recs[:len(recs)-4], "-\n"...)
+		case bytes.HasSuffix(recs, []byte("-\n-\n")), bytes.HasSuffix(recs, []byte("+\n+\n")):
+			recs = recs[:len(recs)-2]
+		default:
+			return recs
+		}
 	}
 }
 
@@ -251,17 +312,27 @@ func (o *clientOut) flushReceipts() {
 		recs := o.rpending
 		o.rpending = nil
 		if len(recs) == 0 {
-			o.rflushing = false
+			o.flushEnded()
 			o.mu.Unlock()
 			return
 		}
 		o.mu.Unlock()
 		if _, err := o.rec.Write(recs); err != nil {
 			o.mu.Lock()
-			o.rpending, o.rflushing = nil, false
+			o.rpending = nil
+			o.flushEnded()
 			o.mu.Unlock()
 			return
 		}
+	}
+}
+
+// flushEnded notes that flushReceipts ends. Callers hold o.mu.
+func (o *clientOut) flushEnded() {
+	o.rflushing = false
+	if o.flushed != nil {
+		close(o.flushed)
+		o.flushed = nil
 	}
 }
 

@@ -8,10 +8,20 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
+
+// clients are the client ends of the testOuts' outputs, to be read by readAllOf.
+var clients sync.Map
+
+// readAllOf reads what the client of o holds now.
+func readAllOf(t *testing.T, o *clientOut) {
+	c, _ := clients.Load(o)
+	readAll(t, c.(*os.File))
+}
 
 // testOut is a clientOut over pipes: the client's output and the receipts, read back whole.
 func testOut(t *testing.T) (o *clientOut, client, receipts *os.File) {
@@ -26,7 +36,8 @@ func testOut(t *testing.T) (o *clientOut, client, receipts *os.File) {
 	}
 	t.Cleanup(func() { client.Close(); receipts.Close() })
 	o = newClientOut(cw, rw)
-	t.Cleanup(func() { o.Close() })
+	clients.Store(o, client)
+	t.Cleanup(func() { o.Close(); clients.Delete(o) })
 	return o, client, receipts
 }
 
@@ -149,12 +160,9 @@ func TestClientOutWaitingWrite(t *testing.T) {
 // process without keeping the session waiting, and reach the forwarder in order.
 func TestClientOutReceiptsWait(t *testing.T) {
 	o, client, receipts := testOut(t)
-	if rc, err := o.rec.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) { growPipe(int(fd), 4096) }) // shrinks it, on Linux
-	}
 	var want strings.Builder
 	go func() { _, _ = io.Copy(io.Discard, client) }()
-	for i := range 2000 {
+	for i := range 5000 { // more receipts than the pipe holds
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"request-%d","result":{}}`+"\n", i)
 		if n, err := o.TryWrite([]byte(line)); err != nil || n != len(line) {
 			// The client reads: a write may find the pipe full for a moment.
@@ -166,7 +174,7 @@ func TestClientOutReceiptsWait(t *testing.T) {
 	}
 	var got bytes.Buffer
 	buf := make([]byte, 4096)
-	for strings.Count(got.String(), "request-") < 2000 || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
+	for strings.Count(got.String(), "request-") < 5000 || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
 		n, err := receipts.Read(buf)
 		if err != nil {
 			t.Fatal(err)
@@ -175,5 +183,80 @@ func TestClientOutReceiptsWait(t *testing.T) {
 	}
 	if strings.NewReplacer("+\n", "", "-\n", "").Replace(got.String()) != want.String() {
 		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), want.Len())
+	}
+}
+
+// A write that a pipe may not take whole (over PIPE_BUF) says "+" before it and "-" after;
+// a shorter one says nothing but its answer's ID.
+func TestClientOutLongWrite(t *testing.T) {
+	o, client, receipts := testOut(t)
+	long := `{"jsonrpc":"2.0","id":5,"result":{"text":"` + strings.Repeat("x", 10000) + `"}}` + "\n"
+	short := `{"jsonrpc":"2.0","id":6,"result":{}}` + "\n"
+	for _, step := range []struct{ in, receipts string }{{long, "+\n5\n-\n"}, {short, "6\n"}} {
+		if n, err := o.TryWrite([]byte(step.in)); err != nil || n != len(step.in) {
+			t.Fatalf("TryWrite: %d of %d, %v", n, len(step.in), err)
+		}
+		if got := readAll(t, receipts); got != step.receipts {
+			t.Errorf("receipts %q, want %q", got, step.receipts)
+		}
+	}
+	if got := readAll(t, client); got != long+short {
+		t.Errorf("the client got %d bytes", len(got))
+	}
+}
+
+// What the receipts waiting for the pipe say of unfinished lines is kept to what matters, the
+// last of it, as they are added; IDs are kept.
+func TestCoalesce(t *testing.T) {
+	for in, want := range map[string]string{
+		"5\n+\n-\n":       "5\n-\n",
+		"+\n-\n+\n-\n":    "-\n",
+		"+\n+\n":          "+\n",
+		"7\n+\n-\n8\n+\n": "7\n-\n8\n+\n",
+		"+\n":             "+\n",
+	} {
+		var got []byte
+		for _, rec := range strings.SplitAfter(in, "\n") {
+			got = coalesce(append(got, rec...))
+		}
+		if string(got) != want {
+			t.Errorf("coalesce of %q = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// When the shared process stops under a session that goes on, the receipts the pipe did not take
+// reach the forwarder before their end, which it reads to.
+func TestClientOutCloseReading(t *testing.T) {
+	o, _, receipts := testOut(t)
+	var want strings.Builder
+	for i := range 5000 { // more receipts (80 KB) than the pipe holds
+		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"request-%05d","result":{}}`+"\n", i)
+		if i%100 == 0 {
+			readAllOf(t, o) // keeps the client's pipe from filling
+		}
+		if n, err := o.TryWrite([]byte(line)); err != nil || n != len(line) {
+			t.Fatalf("TryWrite: %d of %d, %v", n, len(line), err)
+		}
+		fmt.Fprintf(&want, "\"request-%05d\"\n", i)
+	}
+	done := make(chan string)
+	go func() {
+		var got []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := receipts.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				done <- string(got)
+				return
+			}
+		}
+	}()
+	if err := o.closeReading(); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got != want.String() {
+		t.Errorf("the forwarder read %d bytes of receipts, want %d", len(got), want.Len())
 	}
 }

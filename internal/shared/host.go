@@ -252,6 +252,6 @@ func (d *daemon) closeHosted() {
 	for conn, h := range d.hosted {
 		conn.Close()
 		h.log.Close()
-		h.out.Close() // then the receipts end, which the forwarder reads to their end
+		h.out.closeReading() // then the receipts end, which the forwarder reads to their end
 	}
 }

@@ -49,9 +49,6 @@ func sessionPipes(out *os.File) (in *os.File, receipts *receiptsEnd, theirs []*o
 	return in, receipts, []*os.File{inR, theirOut, recW}, nil
 }
 
-// receiptsSize is the size asked for the receipts' pipe.
-const receiptsSize = 1 << 20
-
 // dupFile is a descriptor of f's open file of its own, which closing does not close f.
 func dupFile(f *os.File) (*os.File, error) {
 	rc, err := f.SyscallConn()
@@ -136,9 +133,10 @@ func writeSome(f *os.File) func(b []byte) (int, error) {
 // seldom (forwarder.drain).
 type receiptsEnd struct{ fd int }
 
-// receiptsPipe makes the receipts' pipe: the forwarder's end, and the shared process's, which
-// holds up to a mebibyte where the system allows (what the forwarder may leave unread:
-// forwarder.owed).
+// receiptsPipe makes the receipts' pipe: the forwarder's end, and the shared process's. It keeps
+// the system's size (64 KiB on Linux and macOS), which holds what the forwarder may leave unread
+// (drainAt): a larger one would count against what the user's pipes may hold together
+// (/proc/sys/fs/pipe-user-pages-soft), past which every new pipe of the user's gets 8 KiB.
 func receiptsPipe() (*receiptsEnd, *os.File, error) {
 	var p [2]int
 	syscall.ForkLock.RLock() // no process started meanwhile inherits them
@@ -155,7 +153,6 @@ func receiptsPipe() (*receiptsEnd, *os.File, error) {
 		closeFDs(p[:])
 		return nil, nil, err
 	}
-	growPipe(p[1], receiptsSize)
 	return &receiptsEnd{fd: p[0]}, os.NewFile(uintptr(p[1]), "the session's receipts"), nil
 }
 
