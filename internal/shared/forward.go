@@ -14,7 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // The forwarder: with --share, the process a client starts reads no configuration and starts
@@ -74,8 +77,7 @@ func Forward(o ForwardOptions) (int, error) {
 	}
 	l, err := f.connect()
 	if err != nil {
-		f.closeOutput()
-		blocking(out) // as it was, for the unshared session: a shared process may have had it
+		f.closeOutput() // as it was, for the unshared session
 		return 0, err
 	}
 	releaseImage()
@@ -90,13 +92,17 @@ func newForwarder(o ForwardOptions, sess *Session) *forwarder {
 	return f
 }
 
-// closeOutput ends the client's output once the session has ended, when the forwarder copies
-// it to the client: what is in the pipe is copied first.
+// closeOutput ends the client's output once the session has ended: when the forwarder copies
+// it to the client, what is in the pipe is copied first; when it is the client's stdout, it is
+// put back in blocking mode (the shared process made it non-blocking, and whatever shares it
+// after the forwarder, a shell or the next command of a script, expects it blocking).
 func (f *forwarder) closeOutput() {
 	if f.copied != nil {
 		f.out.Close()
 		<-f.copied
+		return
 	}
+	blocking(f.out)
 }
 
 // reloads passes each reload asked for on to the session.
@@ -213,6 +219,7 @@ func (f *forwarder) serve(l link) int {
 		code, exited := f.readLog(l.lc)
 		if exited { // after the session's last messages, which the shared process wrote first
 			f.end()
+			l.close()
 			f.closeOutput()
 			return code
 		}
@@ -406,7 +413,7 @@ func (f *forwarder) note(line []byte) {
 		}
 		return
 	}
-	key := string(id)
+	key := idKey(id)
 	if _, ok := f.inflight[key]; !ok {
 		f.owed += receiptSize(key)
 	}
@@ -428,9 +435,10 @@ func (f *forwarder) note(line []byte) {
 }
 
 // drainAt is what the receipts may hold (owed and loose) before the forwarder reads them, well
-// within what their pipe holds (receiptsSize, or 64 KiB where the system does not allow more):
-// reading them seldom costs the forwarder nothing per message.
-const drainAt = 32 << 10
+// within what their pipe holds (64 KiB; macOS starts a pipe at 16 KiB and grows it): reading
+// them seldom costs the forwarder nothing per message. What the pipe does not take waits in the
+// shared process (clientOut.receipts), which never waits for the forwarder.
+const drainAt = 16 << 10
 
 // receiptSize is the most the receipt of the answer to the request of ID key may take: the
 // answer writes the ID again, which can be longer (a string's "<" is "\u003c" there).
@@ -477,10 +485,65 @@ func (f *forwarder) receipted(recs []byte) {
 			f.open = false
 		default:
 			f.open = false
-			f.retire(string(rec))
+			f.retire(idKey(rec))
 		}
 	}
 	f.carry = append(f.carry[:0], rest...)
+}
+
+// idKey is the key of a request's ID in the forwarder's maps: the ID as the session writes it
+// in its answer (stdio.EncodeID), which may not be the client's spelling of it ("1.0", "1e2",
+// "\u0061", a string with "<"). The usual IDs, small integers and plain strings, are their own
+// key. The key is also valid JSON for the same ID, which failInflight answers under.
+func idKey(id []byte) string {
+	if plainID(id) {
+		return string(id)
+	}
+	var v any // as the session's decoder reads it: a number is a float64
+	if json.Unmarshal(id, &v) != nil {
+		return string(id)
+	}
+	jid, err := jsonrpc.MakeID(v)
+	if err != nil {
+		return string(id)
+	}
+	enc, err := stdio.EncodeID(jid)
+	if err != nil {
+		return string(id)
+	}
+	return string(enc)
+}
+
+// plainID says whether id is written as the session writes it: digits with no fraction or
+// exponent, or a string of printable ASCII without escapes or what encoding/json escapes.
+func plainID(id []byte) bool {
+	if len(id) == 0 {
+		return false
+	}
+	if id[0] == '"' {
+		if len(id) < 2 || id[len(id)-1] != '"' {
+			return false
+		}
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
+	}
+	digits := id
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // retire forgets the request of ID key: it was answered. Callers hold f.mu.
