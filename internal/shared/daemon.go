@@ -92,14 +92,16 @@ func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *sl
 // shutdown stops every server process (as a session's shutdown stops its servers: stdin
 // closed, then SIGTERM, then SIGKILL to its process group), and the shared process with them:
 // sessions see their servers end, as after a crash of the shared process, and start another.
+// It closes first, under one lock, so that no session is hosted after the hosted ones are
+// ended: a forwarder that reconnects at once finds no socket, and starts another.
 func (d *daemon) shutdown() {
-	d.closeHosted()
 	d.mu.Lock()
 	d.closed = true
 	d.ln.Close()
 	_ = os.Remove(d.socket)
 	procs := slices.Clone(d.procs)
 	d.mu.Unlock()
+	d.closeHosted()
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		wg.Go(func() { p.child.Stop(2 * time.Second) })
