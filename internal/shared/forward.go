@@ -189,15 +189,41 @@ func (f *forwarder) connect() (l link, err error) {
 		receipts.Close()
 		return l, err
 	}
-	pc, _, err := f.sess.dial(hello{Protocol: protocol, Kind: kindHost, Session: sid, PID: os.Getpid(),
+	pc, r, err := f.sess.dial(hello{Protocol: protocol, Kind: kindHost, Session: sid, PID: os.Getpid(),
 		Config: f.o.Config, Args: f.o.Args, Named: f.o.Named, Env: f.o.Env, Dir: f.o.Dir}, theirs)
+	if err == nil {
+		err = taken(pc, r)
+	}
 	if err != nil {
+		if pc != nil {
+			pc.Close()
+		}
 		lc.Close()
 		in.Close()
 		receipts.Close()
 		return l, err
 	}
 	return link{pc: pc, lc: lc, in: in, receipts: receipts}, nil
+}
+
+// taken waits for the shared process to say that it hosts the session (host.go): a connection
+// that the socket of a shared process that is ending took, which nothing will serve, ends
+// instead.
+func taken(pc net.Conn, r *bufio.Reader) error {
+	_ = pc.SetReadDeadline(time.Now().Add(logConnWait + 5*time.Second))
+	line, err := r.ReadBytes('\n')
+	_ = pc.SetReadDeadline(time.Time{})
+	if err != nil {
+		return fmt.Errorf("the shared process did not take the session: %w", err)
+	}
+	var rep reply
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return fmt.Errorf("the shared process did not take the session: %w", err)
+	}
+	if rep.Error != "" {
+		return fmt.Errorf("the shared process did not take the session: %s", rep.Error)
+	}
+	return nil
 }
 
 // serve runs the session over l, and over the links to the shared processes after it, until

@@ -191,6 +191,11 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	d.hosted[conn] = hostedConns{log: logConn, out: out}
 	d.mu.Unlock()
 	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
+	// The session is taken: the forwarder waits for this line before it sends anything, so that
+	// a shared process that is ending (killed, its socket not yet closed) is not taken for one
+	// that serves.
+	ack, _ := json.Marshal(reply{})
+	_, _ = conn.Write(append(ack, '\n'))
 
 	lw := &logWriter{conn: logConn}
 	reloads := make(chan os.Signal, 1)
