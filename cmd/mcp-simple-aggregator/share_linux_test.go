@@ -1013,7 +1013,13 @@ func TestFaultShareKilledMidAnswer(t *testing.T) {
 	}
 	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a:echo","arguments":{"n":3}}}`)
 	if line := read("a call after the restart"); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":3,"result":`) || !strings.Contains(line, `{"n":3}`) {
-		t.Errorf("a call after the restart: %.200q", line)
+		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		var sb strings.Builder
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			sb.Write(data)
+		}
+		t.Errorf("a call after the restart: %.200q\nstderr:\n%s\nlog:\n%s", line, stderr, sb.String())
 	}
 	stdin.Close()
 	cmd.Wait()
