@@ -1,7 +1,9 @@
 // Package rawjson finds the members of a JSON object without decoding it: the byte ranges of
 // their values, so that a message can be routed and forwarded with its values as they were
-// written. It expects well-formed JSON (check with json.Valid first); on malformed input it
-// reports failure and never panics.
+// written. Object and the functions built on it expect well-formed JSON (a message already
+// decoded, a definition already checked); on malformed input they report failure, not always,
+// and never panic. Members (valid.go) reads input not known to be well-formed, checking it as
+// json.Valid does in the same pass.
 package rawjson
 
 import (
