@@ -31,14 +31,12 @@ type wireMessage struct {
 // the message: its params or result then point into it instead of being copied (an 8 MiB
 // result is not held twice).
 func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
-	if !json.Valid(line) {
-		return decodeSlow(line) // for encoding/json's error message
-	}
 	var (
 		version, id, method, params, result, errObj []byte
-		slow                                        bool
 	)
-	ok := rawjson.Object(line, func(key []byte, start, end int) bool {
+	// One pass checks the line as json.Valid would and finds its members; a line it refuses
+	// (malformed: decodeSlow says how) or stops at goes to encoding/json.
+	ok := rawjson.Members(line, func(key []byte, start, end int) bool {
 		v := line[start:end]
 		switch string(key) {
 		case "jsonrpc":
@@ -57,14 +55,13 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 			// encoding/json matches keys without regard to case: leave such oddities to it.
 			for _, k := range wireKeys {
 				if bytes.EqualFold(key, []byte(k)) {
-					slow = true
 					return false
 				}
 			}
 		}
 		return true
 	})
-	if !ok || slow {
+	if !ok {
 		return decodeSlow(line)
 	}
 	if string(version) != `"2.0"` {

@@ -27,6 +27,11 @@ var decodeSeeds = []string{
 	`{"jsonrpc":"2.0","result":{}}`,
 	`[{"jsonrpc":"2.0","id":1,"method":"x"}]`,
 	`{"jsonrpc":"2.0","id":1,"method":"x"`,
+	// Malformed deep inside, where the fast path's one pass must find it as json.Valid does.
+	`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[01]}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"\q"}}`,
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\":\"\x01\"}}",
+	`{"jsonrpc":"2.0","id":1,"result":{"a":tru}}`,
 }
 
 // The fast decoder gives exactly what encoding/json gives, for every input.
