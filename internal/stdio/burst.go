@@ -51,6 +51,16 @@ func (b *Burst) end() {
 	}
 }
 
+// Hold runs handle as a reader's burst: what it writes that is holdable (SendHeld...) to the
+// Conns HeldBy b is held, and written together once handle returns (and no other burst of b is
+// active). It is for a reader that is not a Conn: one handed several messages in one write
+// (shared.input, which takes a session's burst of requests for a shared server).
+func (b *Burst) Hold(handle func()) {
+	b.begin()
+	defer b.end()
+	handle()
+}
+
 // hold adds parts to the writes held for c, when a burst is active; it reports false when none
 // is, and the caller writes them now. ids are the responses among them, answered once written.
 func (b *Burst) hold(c *Conn, failed func(error), ids []jsonrpc.ID, parts [][]byte) bool {

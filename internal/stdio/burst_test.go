@@ -87,6 +87,22 @@ func TestBurstHoldsAndWritesTogether(t *testing.T) {
 	}
 }
 
+// Hold makes a burst of a function: what it sends held is written once it returns, together.
+func TestBurstHold(t *testing.T) {
+	_, out, peer := burstPair(t)
+	out.opts.HeldBy.Hold(func() {
+		for i := range 3 {
+			out.SendHeld(nil, []byte(fmt.Sprintf(`{"i":%d}`+"\n", i)))
+		}
+		nothingArrives(t, peer)
+	})
+	buf := make([]byte, 100)
+	n, err := peer.Read(buf)
+	if want := `{"i":0}` + "\n" + `{"i":1}` + "\n" + `{"i":2}` + "\n"; err != nil || string(buf[:n]) != want {
+		t.Fatalf("the peer read %q (%v), want the three messages in one write, in order: %q", buf[:n], err, want)
+	}
+}
+
 // A write that is not held (Send, Write) writes what is held first: order is kept.
 func TestBurstKeepsOrder(t *testing.T) {
 	in, out, peer := burstPair(t)
