@@ -330,6 +330,18 @@ func (in *input) Write(b []byte) (int, error) {
 		return 0, fmt.Errorf("write to %s: %w", a.key, io.ErrClosedPipe)
 	}
 	n := len(b)
+	if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+		// Several lines (a burst of the session's, held for the end of its client's): the
+		// requests among them go to the server in one write.
+		a.p.burst.Hold(func() { in.lines(b) })
+		return n, nil
+	}
+	in.lines(b)
+	return n, nil
+}
+
+// lines hands the multiplexer each line that b ends, keeping the beginning of one it does not.
+func (in *input) lines(b []byte) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
@@ -352,7 +364,6 @@ func (in *input) Write(b []byte) (int, error) {
 		}
 		b = b[i+1:]
 	}
-	return n, nil
 }
 
 // Close ends the session's use of the process, as Stop does.

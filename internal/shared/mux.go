@@ -55,6 +55,10 @@ type proc struct {
 	command  string
 	child    *child.Process
 	conn     *stdio.Conn
+	// burst holds the requests relayed to the server while a session's write that brought
+	// several is taken apart (input.Write): they reach the server in one write, as they left
+	// the client.
+	burst stdio.Burst
 
 	// For readChild alone: more says that the message it handles is not the last buffered
 	// (a burst), bursting the attachments handed messages during the burst (hand).
@@ -147,7 +151,7 @@ func newProc(d *daemon, w want) *proc {
 // start begins reading the child's output.
 func (p *proc) start(c *child.Process) {
 	p.child = c
-	p.conn = stdio.New(c.Stdout, c.Stdin, nil)
+	p.conn = stdio.New(c.Stdout, c.Stdin, &stdio.Options{HeldBy: &p.burst})
 	go p.readChild()
 }
 
@@ -426,7 +430,7 @@ func (p *proc) relay(a *Attachment, r *request, record bool) {
 	p.calls[r.id] = c
 	p.began(c, r.askKey())
 	p.mu.Unlock()
-	p.conn.Send(nil, r.line)
+	p.conn.SendHeld(nil, r.line)
 }
 
 // clientNotification takes a session's notification for the server (line: as it wrote it);

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -246,4 +247,61 @@ func TestMuxLogLevels(t *testing.T) {
 	if want := []string{"info", "notice", "warning", "error", "critical", "alert", "emergency"}; !slices.Equal(got, want) {
 		t.Errorf("s2 (at info) got the log levels %q, want %q: the server was set to the level of s1 (error)", got, want)
 	}
+}
+
+// The requests a session writes in one write (a burst of its client's, held for its end) reach
+// the server in one write, as they left the client: not a write, and a wake-up of the server,
+// per request.
+func TestMuxBurstInOneWrite(t *testing.T) {
+	d := startDaemon(t, DefaultLinger)
+	p := attach(t, d.session(t, "/one.json"), "s1", fixture("-report-reads"))
+	p.initialize("2025-06-18", "one")
+	var lines []string
+	var answers []<-chan message
+	for i := range 5 {
+		id := strconv.Itoa(10 + i)
+		ch := make(chan message, 1)
+		p.mu.Lock()
+		p.pending[p.wire(id)] = pending{id, ch}
+		p.mu.Unlock()
+		answers = append(answers, ch)
+		lines = append(lines, `{"jsonrpc":"2.0","id":`+p.wire(id)+`,"method":"tools/call","params":{"name":"echo","arguments":{"n":`+id+`}}}`)
+	}
+	// The session's write is taken, and what it holds written to the server, on the writer's
+	// goroutine: the system calls it makes are counted in this process's write calls (with
+	// whatever else writes meanwhile, little: the answers are read, not written, here).
+	before := writeCalls(t)
+	p.write(strings.Join(lines, "\n"))
+	if n := writeCalls(t) - before; n >= 5 {
+		t.Errorf("the five requests written together took %d write calls, want one", n)
+	}
+	for _, ch := range answers {
+		p.await(ch, "answer to echo")
+	}
+	var reads struct{ Lines []int }
+	if err := json.Unmarshal(p.tool("20", "stdin_reads", `{}`), &reads); err != nil {
+		t.Fatal(err)
+	}
+	// The reads: initialize, notifications/initialized (in the same read as the echoes, when
+	// the server was not waiting yet), the five echoes, stdin_reads.
+	if !slices.ContainsFunc(reads.Lines, func(n int) bool { return n >= 5 }) {
+		t.Errorf("the server read the five requests written together in reads of %v lines, want them in one read", reads.Lines)
+	}
+}
+
+// writeCalls is how many write system calls this process has made (syscw of /proc/self/io).
+func writeCalls(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no count of system calls here: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	t.Skip("no syscw in /proc/self/io")
+	return 0
 }
