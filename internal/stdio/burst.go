@@ -80,6 +80,9 @@ func (b *Burst) hold(c *Conn, failed func(error), ids []jsonrpc.ID, parts [][]by
 		return true
 	}
 	first := len(c.held.data) == 0
+	if c.held.data == nil {
+		c.held.data, c.spare = c.spare, nil
+	}
 	for _, p := range parts {
 		c.held.data = append(c.held.data, p...)
 	}
@@ -100,6 +103,17 @@ type heldWrites struct {
 	data   []byte
 	failed []func(error)
 	ids    []jsonrpc.ID // responses among them, answered once written (Options.DrainOnEOF)
+}
+
+// recycle keeps data, the buffer of held writes that were written (copied), for the next
+// burst's: a burst's writes were otherwise held in a buffer grown anew each time.
+func (c *Conn) recycle(data []byte) {
+	if cap(data) == 0 || cap(data) > sendInline {
+		return
+	}
+	c.qmu.Lock()
+	c.spare = data[:0]
+	c.qmu.Unlock()
 }
 
 // take returns the held writes and clears them.

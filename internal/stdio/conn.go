@@ -91,6 +91,7 @@ type Conn struct {
 	flushers int
 	idle     chan struct{} // closed when flushers comes back to 0, for a Close that waits (NeverWait)
 	held     heldWrites    // during a burst of Options.HeldBy (burst.go)
+	spare    []byte        // the buffer of held writes already written, for the next burst's
 	// inBurst says that Read began a burst of Options.Burst that it has not ended; read by
 	// the reader only.
 	inBurst bool

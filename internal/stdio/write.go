@@ -159,6 +159,7 @@ func (c *Conn) writeLocked(parts ...[]byte) error {
 	held := c.held.take()
 	c.qmu.Unlock()
 	err := c.writeParts(held.data, parts)
+	c.recycle(held.data)
 	if err != nil {
 		held.fail(err)
 	}
@@ -270,6 +271,7 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 	default:
 	}
 	buf := append(c.wbuf[:0], held.data...)
+	c.recycle(held.data)
 	for _, p := range parts {
 		buf = append(buf, p...)
 	}
