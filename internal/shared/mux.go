@@ -115,12 +115,44 @@ type request struct {
 	line   []byte          // as the session wrote it, with its newline: what the server gets
 	ask    string          // what it is known to ask by (askKey), once read
 	asked  bool            // ask is read
+
+	// What params hold that the multiplexer reads, read once, in one pass (paramsRead): the
+	// tool's or prompt's name, and the progress token (its JSON value, nil when none).
+	name       string
+	token      []byte
+	paramsRead bool
 }
 
-// askKey is what r is known to ask by (turns.go), read once.
+// readParams reads what the multiplexer reads of r's params, once.
+func (r *request) readParams() {
+	if r.paramsRead {
+		return
+	}
+	r.paramsRead = true
+	rawjson.Object(r.params, func(k []byte, s, e int) bool {
+		switch string(k) {
+		case "name":
+			r.name, _ = rawjson.Decode(r.params[s:e])
+		case "_meta":
+			if ts, te, ok := rawjson.Member(r.params[s:e], "progressToken"); ok {
+				r.token = r.params[s+ts : s+te]
+			} else {
+				r.token = nil // the last _meta counts, as for a JSON decoder
+			}
+		}
+		return true
+	})
+}
+
+// askKey is what r is known to ask by (turns.go), read once: its method and tool or prompt
+// name; "" for a request during which a server cannot ask (era.InputMethods).
 func (r *request) askKey() string {
 	if !r.asked {
-		r.ask, r.asked = askKey(r.method, r.params), true
+		r.ask, r.asked = "", true
+		if era.InputMethods[r.method] {
+			r.readParams()
+			r.ask = r.method + " " + r.name
+		}
 	}
 	return r.ask
 }
@@ -392,11 +424,9 @@ func (a *Attachment) outside(r *request) string {
 	if !strings.HasPrefix(r.id, a.space) {
 		return a.notInSpace("ID")
 	}
-	if ms, me, ok := rawjson.Member(r.params, "_meta"); ok {
-		if ts, te, ok := rawjson.Member(r.params[ms:me], "progressToken"); ok {
-			if tok, _ := rawjson.Decode(r.params[ms+ts : ms+te]); !strings.HasPrefix(tok, a.space) {
-				return a.notInSpace("progress token")
-			}
+	if r.readParams(); r.token != nil {
+		if tok, _ := rawjson.Decode(r.token); !strings.HasPrefix(tok, a.space) {
+			return a.notInSpace("progress token")
 		}
 	}
 	return ""

@@ -1,11 +1,9 @@
 package shared
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
 // Turns. A legacy server's request for input (elicitation, sampling, roots) does not name the
@@ -30,16 +28,6 @@ import (
 type queued struct {
 	a *Attachment
 	r *request
-}
-
-// askKey is what a request is known to ask by: its method and tool or prompt name; "" for a
-// request during which a server cannot ask (era.InputMethods).
-func askKey(method string, params json.RawMessage) string {
-	if !era.InputMethods[method] {
-		return ""
-	}
-	name, _ := rawjson.StringMember(params, "name")
-	return method + " " + name
 }
 
 // waits reports whether a's request r waits for a's turn. Callers hold p.mu.

@@ -122,7 +122,8 @@ func TestAskKey(t *testing.T) {
 		{"completion/complete", `{"name":"x"}`, ""},
 		{"initialize", `{}`, ""},
 	} {
-		if got := askKey(c.method, json.RawMessage(c.params)); got != c.want {
+		r := &request{method: c.method, params: json.RawMessage(c.params)}
+		if got := r.askKey(); got != c.want {
 			t.Errorf("askKey(%s, %s) = %q, want %q", c.method, c.params, got, c.want)
 		}
 	}
