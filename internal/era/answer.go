@@ -148,13 +148,28 @@ func Tool(from, to Era, def json.RawMessage) (out json.RawMessage, hidden string
 // 2025-11-25 CreateTaskResult, or the taskId of the tasks extension's, which is flat (its
 // resultType is "task"); "" when the result created none.
 func TaskID(result json.RawMessage) string {
-	if ts, te, ok := rawjson.Member(result, "task"); ok {
-		id, _ := rawjson.StringMember(result[ts:te], "taskId")
+	// One pass over the result, which a shared server's every tools/call answer takes.
+	var task, resultType, taskID []byte
+	rawjson.Object(result, func(k []byte, s, e int) bool {
+		switch string(k) {
+		case "task":
+			task = result[s:e]
+		case "resultType":
+			resultType = result[s:e]
+		case "taskId":
+			taskID = result[s:e]
+		}
+		return true
+	})
+	switch {
+	case task != nil:
+		id, _ := rawjson.StringMember(task, "taskId")
 		return id
-	}
-	if ResultType(result) == "task" {
-		id, _ := rawjson.StringMember(result, "taskId")
-		return id
+	case taskID != nil:
+		if rt, _ := rawjson.Decode(resultType); rt == "task" {
+			id, _ := rawjson.Decode(taskID)
+			return id
+		}
 	}
 	return ""
 }

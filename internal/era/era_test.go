@@ -235,6 +235,8 @@ func TestTaskID(t *testing.T) {
 		`{"resultType":"task","taskId":"t2"}`:         "t2", // the tasks extension's, flat
 		`{"content":[],"taskId":"not-a-task"}`:        "",
 		`{"resultType":"complete","content":[]}`:      "",
+		`{"taskId":"t3","resultType":"t\u0061sk"}`:    "t3",
+		`{"task":{"status":"working"},"taskId":"t4"}`: "",
 	} {
 		if got := TaskID(json.RawMessage(result)); got != want {
 			t.Errorf("TaskID(%s) = %q, want %q", result, got, want)
