@@ -37,18 +37,20 @@ func (b *bench) hops() {
 		return fmt.Sprintf("%s [%s]", usF(median(xs)), strings.Join(mapTo(xs, usF), " "))
 	}
 	config := b.config(1, nil)
-	type figures struct{ unshared, forwarder, shared []float64 }
+	type figures struct{ unshared, forwarder, shared, unsharedSys, forwarderSys, sharedSys []float64 }
 	got := make([]figures, len(builds))
-	var relays []float64
+	var relays, relaysSys []float64
 	for run := range *runs {
 		c := startRaw(relayed(relayed(exec.Command(*fixtureBin))))
 		pids := append([]int{c.cmd.Process.Pid}, childrenOf(c.cmd.Process.Pid)...)
 		both := c.cpuPerCall("echo", pids...)
 		relays = append(relays, both[0]+both[1])
+		relaysSys = append(relaysSys, c.syscalls[0]+c.syscalls[1])
 		c.close()
 		for i, bd := range builds {
 			c := startRaw(exec.Command(bd.bin, "--config", config, "--separator", "__"))
 			got[i].unshared = append(got[i].unshared, c.cpuPerCall("s00__echo", c.cmd.Process.Pid)[0])
+			got[i].unsharedSys = append(got[i].unsharedSys, c.syscalls[0])
 			c.close()
 
 			rt := filepath.Join(b.dir, fmt.Sprintf("hops-%d-%d", run, i)) // a shared process of its own
@@ -64,6 +66,8 @@ func (b *bench) hops() {
 			apart := c.cpuPerCall("s00__echo", c.cmd.Process.Pid, daemons[0])
 			got[i].forwarder = append(got[i].forwarder, apart[0])
 			got[i].shared = append(got[i].shared, apart[1])
+			got[i].forwarderSys = append(got[i].forwarderSys, c.syscalls[0])
+			got[i].sharedSys = append(got[i].sharedSys, c.syscalls[1])
 			c.close()
 			waitNoDaemon(rt)
 			os.Unsetenv("XDG_RUNTIME_DIR")
@@ -75,6 +79,14 @@ func (b *bench) hops() {
 	for i, bd := range builds {
 		fmt.Printf("%-12s | %-40s | %-40s | %s\n", bd.label, cell(got[i].unshared), cell(got[i].forwarder), cell(got[i].shared))
 	}
+	count := func(xs []float64) string {
+		return fmt.Sprintf("%.2f [%s]", median(xs), strings.Join(mapTo(xs, func(x float64) string { return fmt.Sprintf("%.2f", x) }), " "))
+	}
+	fmt.Printf("read and write system calls per call (/proc/PID/io), the same runs\n")
+	fmt.Printf("two byte relays in a row (both): %s\n", count(relaysSys))
+	for i, bd := range builds {
+		fmt.Printf("%-12s | %-40s | %-40s | %s\n", bd.label, count(got[i].unsharedSys), count(got[i].forwarderSys), count(got[i].sharedSys))
+	}
 }
 
 // rawClient speaks JSON-RPC to a process as lines, with nothing between.
@@ -82,6 +94,9 @@ type rawClient struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
+	// syscalls are, after cpuPerCall, the read and write system calls each process made per
+	// call.
+	syscalls []float64
 }
 
 // startRaw starts cmd and initializes its session (a legacy client).
@@ -136,17 +151,39 @@ func (c *rawClient) cpuPerCall(tool string, pids ...int) []float64 {
 		call(i + 1)
 	}
 	before := make([]int64, len(pids))
+	sysBefore := make([]int64, len(pids))
 	for i, pid := range pids {
-		before[i] = cpuTime(pid)
+		before[i], sysBefore[i] = cpuTime(pid), syscallCount(pid)
 	}
 	for i := range *calls {
 		call(echoWarmUp + i + 1)
 	}
 	per := make([]float64, len(pids))
+	c.syscalls = make([]float64, len(pids))
 	for i, pid := range pids {
 		per[i] = float64(cpuTime(pid)-before[i]) / float64(*calls)
+		c.syscalls[i] = float64(syscallCount(pid)-sysBefore[i]) / float64(*calls)
 	}
 	return per
+}
+
+// syscallCount is how many read and write system calls the process pid has made, all its
+// threads (syscr and syscw of /proc/PID/io: read, readv, recvmsg... and write, writev,
+// sendmsg...).
+func syscallCount(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, line := range strings.Split(string(data), "\n") {
+		name, value, _ := strings.Cut(line, ": ")
+		if name == "syscr" || name == "syscw" {
+			n, _ := strconv.ParseInt(value, 10, 64)
+			total += n
+		}
+	}
+	return total
 }
 
 func (c *rawClient) close() {
