@@ -82,7 +82,7 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 		if !ok {
 			return decodeSlow(line)
 		}
-		return &jsonrpc.Request{ID: msgID, Method: string(name), Params: keep(params)}, nil
+		return &jsonrpc.Request{ID: msgID, Method: methodName(name), Params: keep(params)}, nil
 	}
 	if !msgID.IsValid() {
 		return nil, errors.New("invalid request: a response without an id")
@@ -96,6 +96,48 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 		resp.Error = &e
 	}
 	return resp, nil
+}
+
+// MethodName is the JSON string v (a method's name as written) decoded, as rawjson.Decode
+// does; the common methods' names without allocating.
+func MethodName(v []byte) (string, bool) {
+	if name, ok := rawjson.String(v); ok {
+		return methodName(name), true
+	}
+	return rawjson.Decode(v)
+}
+
+// methodName is name as a string: for the methods every session sends and receives, the one
+// string of the program's (a switch on string(name) does not allocate), not a new one per
+// message.
+func methodName(name []byte) string {
+	switch string(name) {
+	case "tools/call":
+		return "tools/call"
+	case "tools/list":
+		return "tools/list"
+	case "prompts/get":
+		return "prompts/get"
+	case "prompts/list":
+		return "prompts/list"
+	case "resources/read":
+		return "resources/read"
+	case "resources/list":
+		return "resources/list"
+	case "resources/templates/list":
+		return "resources/templates/list"
+	case "completion/complete":
+		return "completion/complete"
+	case "ping":
+		return "ping"
+	case "notifications/progress":
+		return "notifications/progress"
+	case "notifications/cancelled":
+		return "notifications/cancelled"
+	case "notifications/message":
+		return "notifications/message"
+	}
+	return string(name)
 }
 
 var wireKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
