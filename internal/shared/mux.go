@@ -322,7 +322,7 @@ func readRequest(line []byte) (*request, bool) {
 			r.id, idOK = rawjson.Decode(line[s:e])
 			isCall = true
 		case "method":
-			r.method, _ = rawjson.Decode(line[s:e])
+			r.method, _ = stdio.MethodName(line[s:e])
 		case "params":
 			ps, pe = s, e
 		}
@@ -589,7 +589,7 @@ func (p *proc) flush() {
 func (p *proc) answer(m *jsonrpc.Response) {
 	did, _ := m.ID.Raw().(string)
 	result := m.Result
-	if p.listenEnded(did, p.hand, &jsonrpc.Response{Result: result, Error: m.Error}) {
+	if p.listenEnded(did, p.hand, m) {
 		return
 	}
 	p.mu.Lock()
@@ -622,7 +622,7 @@ func (p *proc) answer(m *jsonrpc.Response) {
 	}
 	next := p.next()
 	p.mu.Unlock()
-	p.hand(c.a, &jsonrpc.Response{ID: m.ID, Result: result, Error: m.Error})
+	p.hand(c.a, m)
 	p.sendAll(next)
 	for _, w := range waiters {
 		p.hand(w.a, &jsonrpc.Response{ID: w.id, Result: result, Error: m.Error})
