@@ -15,14 +15,19 @@ import (
 )
 
 func main() {
-	// For profiling (see BENCHMARKS.md), not for users: a CPU profile of the whole run; "%p" in
-	// the path is the process's ID (a forwarder and the shared process it starts inherit one).
+	// For profiling (see BENCHMARKS.md), not for users: a CPU profile of the whole run, and
+	// beside it (".allocs") what the run allocated; "%p" in the path is the process's ID (a
+	// forwarder and the shared process it starts inherit one).
 	if path := os.Getenv("MCP_SIMPLE_AGGREGATOR_CPUPROFILE"); path != "" {
 		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
 			code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			pprof.StopCPUProfile()
 			f.Close()
+			if a, err := os.Create(path + ".allocs"); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(a, 0)
+				a.Close()
+			}
 			os.Exit(code)
 		}
 	}
