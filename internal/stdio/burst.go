@@ -52,9 +52,10 @@ func (b *Burst) end() {
 }
 
 // Hold runs handle as a reader's burst: what it writes that is holdable (SendHeld...) to the
-// Conns HeldBy b is held, and written together once handle returns (and no other burst of b is
-// active). It is for a reader that is not a Conn: one handed several messages in one write
-// (shared.input, which takes a session's burst of requests for a shared server).
+// Conns HeldBy b is held, and written together once handle returns (every end of a burst of b
+// writes everything held, also what other bursts of it held). It is for a reader that is not a
+// Conn: one handed several messages in one write (shared.input, which takes a session's burst
+// of requests for a shared server).
 func (b *Burst) Hold(handle func()) {
 	b.begin()
 	defer b.end()

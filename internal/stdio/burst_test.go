@@ -2,10 +2,12 @@ package stdio
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,5 +180,73 @@ func TestLinesWithin(t *testing.T) {
 		if got := linesWithin([]byte(tc.data), tc.max); got != tc.want {
 			t.Errorf("linesWithin(%q, %d) = %d, want %d", tc.data, tc.max, got, tc.want)
 		}
+	}
+}
+
+// stagedWriter takes part of the first write it is tried with, and runs during before it
+// returns what a concurrent burst would do in that moment; it takes the rest as asked.
+type stagedWriter struct {
+	mu     sync.Mutex
+	out    bytes.Buffer
+	tried  bool
+	during func()
+}
+
+func (w *stagedWriter) TryWrite(b []byte) (int, error) {
+	w.mu.Lock()
+	first := !w.tried
+	w.tried = true
+	if !first {
+		defer w.mu.Unlock()
+		return w.out.Write(b)
+	}
+	n := len(b) / 2
+	w.out.Write(b[:n])
+	w.mu.Unlock()
+	w.during()
+	return n, nil
+}
+
+func (w *stagedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.Write(b)
+}
+
+func (w *stagedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.String()
+}
+
+// A message a burst holds while another is being written, which the peer takes only in part,
+// goes after that one's rest, never inside it.
+func TestBurstHeldDuringPartialWrite(t *testing.T) {
+	var b Burst
+	w := &stagedWriter{}
+	c := New(strings.NewReader(""), w, &Options{HeldBy: &b})
+	// Another reader's burst, begun while the long message is being written and still under
+	// way when the writer is found to have taken part of it.
+	w.during = func() {
+		b.begin()
+		c.SendHeld(nil, []byte(`{"held":1}`+"\n"))
+	}
+	long := `{"long":"` + strings.Repeat("x", 100) + `"}` + "\n"
+	c.Send(nil, []byte(long))
+	// The rest goes to the background writer; the burst ends only once it has written it.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(w.String()) < len(long) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rest of the message was not written: the peer got %q", w.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.end()
+	want := long + `{"held":1}` + "\n"
+	for w.String() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer got %q, want the message whole, then the held one: %q", w.String(), want)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

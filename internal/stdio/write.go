@@ -297,7 +297,14 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 			}
 		}
 		c.qmu.Lock()
-		c.queue = append([]queued{{[][]byte{rest}, fail, held.ids}}, c.queue...)
+		first := []queued{{[][]byte{rest}, fail, held.ids}}
+		// What a burst held while this was being written came after it, and goes after its
+		// rest: left held, it would be written first, inside this message (writeLocked writes
+		// what is held before its parts).
+		if h := c.held.take(); len(h.data) > 0 {
+			first = append(first, queued{[][]byte{h.data}, h.fail, h.ids})
+		}
+		c.queue = append(first, c.queue...)
 		c.flushers++
 		c.qmu.Unlock()
 		go c.flush(true)
