@@ -9,6 +9,7 @@ package main
 import (
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ func main() {
 			pprof.StopCPUProfile()
 			f.Close()
 			if a, err := os.Create(path + ".allocs"); err == nil {
+				runtime.GC() // the profile is as of the last collection
 				_ = pprof.Lookup("allocs").WriteTo(a, 0)
 				a.Close()
 			}
