@@ -18,11 +18,12 @@ import (
 // whether obj is an object whose members could all be read (true as well when fn stopped it).
 // The key is only valid during the call.
 func Object(obj []byte, fn func(key []byte, start, end int) bool) bool {
-	return eachMember(obj, func(key []byte, _, start, end int) bool { return fn(key, start, end) })
+	return eachMember(obj, false, func(key []byte, _, start, end int) bool { return fn(key, start, end) })
 }
 
-// eachMember is Object, with where each member's key starts in obj too.
-func eachMember(obj []byte, fn func(key []byte, keyStart, start, end int) bool) bool {
+// eachMember is Object, with where each member's key starts in obj too; strict, it is Members
+// (valid.go): it checks every value as json.Valid does, and fails when fn stops it.
+func eachMember(obj []byte, strict bool, fn func(key []byte, keyStart, start, end int) bool) bool {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return false
@@ -36,7 +37,13 @@ func eachMember(obj []byte, fn func(key []byte, keyStart, start, end int) bool) 
 			return false
 		}
 		kstart := i
-		kend, escaped := skipString(obj, i)
+		var kend int
+		var escaped bool
+		if strict {
+			kend, escaped = validString(obj, i)
+		} else {
+			kend, escaped = skipString(obj, i)
+		}
 		if kend < 0 {
 			return false
 		}
@@ -53,12 +60,17 @@ func eachMember(obj []byte, fn func(key []byte, keyStart, start, end int) bool) 
 			return false
 		}
 		start := skipSpace(obj, i+1)
-		end := skipValue(obj, start)
+		var end int
+		if strict {
+			end = validValue(obj, start, 1)
+		} else {
+			end = skipValue(obj, start)
+		}
 		if end < 0 {
 			return false
 		}
 		if !fn(key, kstart, start, end) {
-			return true
+			return !strict
 		}
 		i = skipSpace(obj, end)
 		if i >= len(obj) {
@@ -235,7 +247,7 @@ func Without(obj []byte, keys ...string) []byte {
 	var out []byte // nil until a member is left out
 	kept := 0      // members kept
 	from := -1     // where the kept members written to out so far end in obj
-	eachMember(obj, func(k []byte, ks, _, end int) bool {
+	eachMember(obj, false, func(k []byte, ks, _, end int) bool {
 		if slices.Contains(keys, string(k)) {
 			if out == nil {
 				out = make([]byte, 0, len(obj))

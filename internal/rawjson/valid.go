@@ -1,10 +1,5 @@
 package rawjson
 
-import (
-	"encoding/json"
-	"unicode/utf8"
-)
-
 // Reading a line that is not yet known to be well-formed: Members checks it as json.Valid does
 // while it finds the members, so that a message is scanned once, not twice (json.Valid's
 // scanner, a step function called per byte, cost as much as the rest of decoding a message).
@@ -18,50 +13,7 @@ const maxDepth = 10000
 // fn does, or as the input turns out malformed; fn may have seen members by then). The key is
 // only valid during the call.
 func Members(obj []byte, fn func(key []byte, start, end int) bool) bool {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return false
-	}
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return skipSpace(obj, i+1) == len(obj)
-	}
-	for i < len(obj) && obj[i] == '"' {
-		kend, escaped := validString(obj, i)
-		if kend < 0 {
-			return false
-		}
-		key := obj[i+1 : kend-1]
-		if escaped || !utf8.Valid(key) { // encoding/json unescapes, and replaces bad bytes
-			var s string
-			if json.Unmarshal(obj[i:kend], &s) != nil {
-				return false
-			}
-			key = []byte(s)
-		}
-		i = skipSpace(obj, kend)
-		if i >= len(obj) || obj[i] != ':' {
-			return false
-		}
-		start := skipSpace(obj, i+1)
-		end := validValue(obj, start, 1)
-		if end < 0 || !fn(key, start, end) {
-			return false
-		}
-		i = skipSpace(obj, end)
-		if i >= len(obj) {
-			return false
-		}
-		switch obj[i] {
-		case ',':
-			i = skipSpace(obj, i+1)
-		case '}':
-			return skipSpace(obj, i+1) == len(obj)
-		default:
-			return false
-		}
-	}
-	return false
+	return eachMember(obj, true, func(key []byte, _, start, end int) bool { return fn(key, start, end) })
 }
 
 // validValue returns the index after the well-formed value that starts at b[i], where depth
