@@ -16,7 +16,8 @@ import (
 // than through an unshared one (client, session, shared process, server), so it is held to the
 // floor of two hops, two byte relays in a row, as an unshared session is to one; each figure
 // beside the direct connection, one relay, two relays and an unshared session, interleaved in
-// one run. Then what sharing is for: the start-up of a session whose servers another session
+// one run, and the shared session against two relays within each run (the machine's speed moves
+// between runs; for throughput, below 1x is fewer calls). Then what sharing is for: the start-up of a session whose servers another session
 // already runs, and the memory of five sessions of ten servers, shared and unshared. Last, what
 // a session costs on a shared set, and a hundred sessions at once (sharedScale, issue #34).
 func (b *bench) shared() string {
@@ -65,6 +66,12 @@ func (b *bench) shared() string {
 		fmt.Fprintf(&sb, "| %s |  | %s | %s | %s |\n", name, strings.Join(cells, " | "), pct(perCall[n-1], perCall[n-2]), pct(perCall[n-1], perCall[2]))
 		fmt.Fprintf(os.Stderr, "%-50s %s\n", name, strings.Join(cells, "  "))
 	}
+	// runRatios are a measurement's figures for the shared session and two relays, run by run.
+	type runRatios struct {
+		name           string
+		shared, relays []float64
+	}
+	var perRun []runRatios
 	for _, m := range []struct {
 		name, cpuName string
 		measure       measure
@@ -94,6 +101,20 @@ func (b *bench) shared() string {
 		}
 		line(m.name, figures, m.f)
 		cpuLine("CPU of the path per call ("+m.cpuName+")", perCall)
+		last := len(ways) - 1
+		perRun = append(perRun, runRatios{m.name, byWay[last], byWay[2]}, runRatios{"CPU of the path per call (" + m.cpuName + ")", cpuByWay[last], cpuByWay[2]})
+	}
+	// The machine's speed moves between runs, and the two relays' figure with it: the ratio
+	// within each run, where the ways were measured minutes apart at most, holds better.
+	sb.WriteString("\n| measurement | shared against two relays, within each run: median | each run |\n| --- | --- | --- |\n")
+	for _, r := range perRun {
+		ratios := make([]float64, len(r.shared))
+		for i := range ratios {
+			ratios[i] = r.shared[i] / r.relays[i]
+		}
+		each := mapTo(ratios, func(x float64) string { return fmt.Sprintf("%.2fx", x) })
+		fmt.Fprintf(&sb, "| %s | %.2fx | %s |\n", r.name, median(ratios), strings.Join(each, " "))
+		fmt.Fprintf(os.Stderr, "%-50s shared against two relays, run by run: %.2fx [%s]\n", r.name, median(ratios), strings.Join(each, " "))
 	}
 	sb.WriteString("\n")
 	sb.WriteString(b.sharedStartAndMemory(rt))
