@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // hops measures finely what a call costs each process between client and server (-only hops):
@@ -22,7 +23,8 @@ import (
 // -baseline's (with -baseline-label) and this one. It prints the medians and every run's
 // figures, which make bench-compare's shorter runs cannot tell apart from the machine's spread
 // when they differ by a few per cent. With -in-flight N the client writes N calls at once and
-// then reads their answers, as N callers in step do.
+// then reads their answers, as N callers in step do; with -gap D it works D after each round
+// before its next, as an SDK client does (the processes between go idle, and pay waking up).
 func (b *bench) hops() {
 	builds := []build{{"this build", *aggBin, false}}
 	if *baseline != "" {
@@ -145,6 +147,10 @@ func (c *rawClient) cpuPerCall(tool string, pids ...int) []float64 {
 			if _, err := c.out.ReadSlice('\n'); err != nil {
 				log.Fatalf("%s: %v", c.cmd.Path, err)
 			}
+		}
+		// The client's own work before its next call, as an SDK's is (busy: a client that
+		// sleeps would not compete for the cores as one that works does).
+		for end := time.Now().Add(*gap); time.Now().Before(end); {
 		}
 	}
 	for i := range echoWarmUp {

@@ -41,6 +41,7 @@ var (
 	runs       = flag.Int("runs", 5, "interleaved runs per measurement")
 	calls      = flag.Int("calls", 2000, "sequential calls per latency run")
 	inFlight   = flag.Int("in-flight", 1, "-only hops: calls written together, and their answers read, as many callers at once make them")
+	gap        = flag.Duration("gap", 0, "-only hops: how long the client works after each round of calls before the next, as an SDK client does")
 	tputTime   = flag.Duration("throughput-time", 3*time.Second, "length of a throughput run")
 	only       = flag.String("only", "", "run only this measurement: latency, modern, probe, throughput, startup, discovery, schema, payload, idle, reload, lazy, toolsearch, shared, hops (with -baseline too)")
 	searchData = flag.String("toolsearch-data", "testdata/toolsearch", "the labelled sets of the tool search's benchmark")
