@@ -333,9 +333,10 @@ func (f *forwarder) readLog(lc net.Conn) (code int, exited bool) {
 
 // copyIn copies the client's messages to the shared process, noting what it must keep of
 // them, for the forwarder's life. The whole lines one read brings are sent in one write, as a
-// relay writes what it reads.
+// relay writes what it reads. The client's input is read as it is passed, blocking as a rule,
+// and then yielding now and then (stdio.Yielding says why).
 func (f *forwarder) copyIn() {
-	r := bufio.NewReaderSize(f.o.Stdin, 64<<10)
+	r := bufio.NewReaderSize(stdio.Yielding(f.o.Stdin), 64<<10)
 	var long []byte  // a line longer than the reader's buffer, gathered whole
 	var batch []byte // lines read, while another whole line is read already
 	for {

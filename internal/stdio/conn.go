@@ -117,7 +117,7 @@ type Conn struct {
 func New(r io.Reader, w io.Writer, opts *Options) *Conn {
 	c := &Conn{w: w, closed: make(chan struct{}), pending: map[jsonrpc.ID]bool{}}
 	if r != nil { // nil for a Conn whose messages are handed to it (Given), never Read
-		c.r = bufio.NewReaderSize(r, readBufferSize)
+		c.r = bufio.NewReaderSize(Yielding(r), readBufferSize)
 	}
 	if opts != nil {
 		c.opts = *opts

@@ -1,0 +1,46 @@
+package stdio
+
+import (
+	"io"
+	"runtime"
+	"time"
+)
+
+// A goroutine that reads a file whose reads block their thread (a pipe in blocking mode: the
+// client's stdin as most clients pass it, the pipe a forwarder writes a hosted session's
+// messages to) goes from one read(2) to the next without passing through the scheduler, so
+// the runtime's monitor (sysmon) sees its processor on the same scheduling tick for as long as
+// the client keeps calling. After 10 ms it takes the processor as from a goroutine that ran too
+// long, and each time it takes one it goes back to waking every 20 µs for the next millisecond
+// and more: between a client's calls, most of the time. That cost each such process a sixth to
+// a fifth of its CPU per call (BENCHMARKS.md, "The monitor's wake-ups"). A yield before a read
+// of the file (runtime.Gosched: a pass through the scheduler) moves the tick on, and the
+// monitor backs off to 10 ms. Not before every read: a yield wakes an idle thread to look for
+// work (two futex calls), so one every yieldEvery at most, well within the monitor's 10 ms.
+
+// yieldEvery is the longest a yieldingReader reads without yielding, while it reads (a
+// variable for the tests).
+var yieldEvery = 5 * time.Millisecond
+
+// Yielding is r, made to yield to the scheduler before a read when its reads block their
+// thread (blocksThread); any other reader is returned as it is. It is for one goroutine's
+// reads at a time, as a bufio.Reader's.
+func Yielding(r io.Reader) io.Reader {
+	if blocksThread(r) {
+		return &yieldingReader{r: r}
+	}
+	return r
+}
+
+type yieldingReader struct {
+	r    io.Reader
+	last time.Time // the last yield
+}
+
+func (y *yieldingReader) Read(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(y.last) >= yieldEvery {
+		y.last = now
+		runtime.Gosched()
+	}
+	return y.r.Read(p)
+}
