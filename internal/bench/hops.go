@@ -20,7 +20,8 @@ import (
 // through each build, unshared and with --share, the builds alternating, -runs times. For each:
 // the CPU time per call of both relays, of the unshared aggregator, and apart, of a shared
 // session's forwarder and of the shared process (which hosts the session). The builds are
-// -baseline's (with -baseline-label) and this one. It prints the medians and every run's
+// -baseline's (with -baseline-label) and this one. Beside the CPU, the read and write system
+// calls and the context switches of each per call. It prints the medians and every run's
 // figures, which make bench-compare's shorter runs cannot tell apart from the machine's spread
 // when they differ by a few per cent. With -in-flight N the client writes N calls at once and
 // then reads their answers, as N callers in step do; with -gap D it works D after each round
@@ -39,20 +40,26 @@ func (b *bench) hops() {
 		return fmt.Sprintf("%s [%s]", usF(median(xs)), strings.Join(mapTo(xs, usF), " "))
 	}
 	config := b.config(1, nil)
-	type figures struct{ unshared, forwarder, shared, unsharedSys, forwarderSys, sharedSys []float64 }
+	type figures struct {
+		unshared, forwarder, shared          []float64
+		unsharedSys, forwarderSys, sharedSys []float64
+		unsharedCS, forwarderCS, sharedCS    []float64
+	}
 	got := make([]figures, len(builds))
-	var relays, relaysSys []float64
+	var relays, relaysSys, relaysCS []float64
 	for run := range *runs {
 		c := startRaw(relayed(relayed(exec.Command(*fixtureBin))))
 		pids := append([]int{c.cmd.Process.Pid}, childrenOf(c.cmd.Process.Pid)...)
 		both := c.cpuPerCall("echo", pids...)
 		relays = append(relays, both[0]+both[1])
 		relaysSys = append(relaysSys, c.syscalls[0]+c.syscalls[1])
+		relaysCS = append(relaysCS, c.switches[0]+c.switches[1])
 		c.close()
 		for i, bd := range builds {
 			c := startRaw(exec.Command(bd.bin, "--config", config, "--separator", "__"))
 			got[i].unshared = append(got[i].unshared, c.cpuPerCall("s00__echo", c.cmd.Process.Pid)[0])
 			got[i].unsharedSys = append(got[i].unsharedSys, c.syscalls[0])
+			got[i].unsharedCS = append(got[i].unsharedCS, c.switches[0])
 			c.close()
 
 			rt := filepath.Join(b.dir, fmt.Sprintf("hops-%d-%d", run, i)) // a shared process of its own
@@ -70,6 +77,8 @@ func (b *bench) hops() {
 			got[i].shared = append(got[i].shared, apart[1])
 			got[i].forwarderSys = append(got[i].forwarderSys, c.syscalls[0])
 			got[i].sharedSys = append(got[i].sharedSys, c.syscalls[1])
+			got[i].forwarderCS = append(got[i].forwarderCS, c.switches[0])
+			got[i].sharedCS = append(got[i].sharedCS, c.switches[1])
 			c.close()
 			waitNoDaemon(rt)
 			os.Unsetenv("XDG_RUNTIME_DIR")
@@ -89,6 +98,11 @@ func (b *bench) hops() {
 	for i, bd := range builds {
 		fmt.Printf("%-12s | %-40s | %-40s | %s\n", bd.label, count(got[i].unsharedSys), count(got[i].forwarderSys), count(got[i].sharedSys))
 	}
+	fmt.Printf("context switches per call, all threads (/proc/PID/task/*/status), the same runs\n")
+	fmt.Printf("two byte relays in a row (both): %s\n", count(relaysCS))
+	for i, bd := range builds {
+		fmt.Printf("%-12s | %-40s | %-40s | %s\n", bd.label, count(got[i].unsharedCS), count(got[i].forwarderCS), count(got[i].sharedCS))
+	}
 }
 
 // rawClient speaks JSON-RPC to a process as lines, with nothing between.
@@ -96,9 +110,9 @@ type rawClient struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
-	// syscalls are, after cpuPerCall, the read and write system calls each process made per
-	// call.
-	syscalls []float64
+	// syscalls and switches are, after cpuPerCall, the read and write system calls and the
+	// context switches each process made per call.
+	syscalls, switches []float64
 }
 
 // startRaw starts cmd and initializes its session (a legacy client).
@@ -158,17 +172,20 @@ func (c *rawClient) cpuPerCall(tool string, pids ...int) []float64 {
 	}
 	before := make([]int64, len(pids))
 	sysBefore := make([]int64, len(pids))
+	csBefore := make([]int64, len(pids))
 	for i, pid := range pids {
-		before[i], sysBefore[i] = cpuTime(pid), syscallCount(pid)
+		before[i], sysBefore[i], csBefore[i] = cpuTime(pid), syscallCount(pid), switchCount(pid)
 	}
 	for i := range *calls {
 		call(echoWarmUp + i + 1)
 	}
 	per := make([]float64, len(pids))
 	c.syscalls = make([]float64, len(pids))
+	c.switches = make([]float64, len(pids))
 	for i, pid := range pids {
 		per[i] = float64(cpuTime(pid)-before[i]) / float64(*calls)
 		c.syscalls[i] = float64(syscallCount(pid)-sysBefore[i]) / float64(*calls)
+		c.switches[i] = float64(switchCount(pid)-csBefore[i]) / float64(*calls)
 	}
 	return per
 }
@@ -187,6 +204,29 @@ func syscallCount(pid int) int64 {
 		if name == "syscr" || name == "syscw" {
 			n, _ := strconv.ParseInt(value, 10, 64)
 			total += n
+		}
+	}
+	return total
+}
+
+// switchCount is how many times the threads of the process pid have been switched out, willing
+// (to wait: a read, a futex, a sleep of the runtime's monitor) or not, summed over the threads
+// it has now (voluntary_ctxt_switches and nonvoluntary_ctxt_switches of each
+// /proc/PID/task/TID/status; the runtime keeps its threads).
+func switchCount(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var total int64
+	for _, status := range tasks {
+		data, err := os.ReadFile(status)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			name, value, _ := strings.Cut(line, ":")
+			if name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches" {
+				n, _ := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+				total += n
+			}
 		}
 	}
 	return total
