@@ -10,13 +10,16 @@ import (
 // client's stdin as most clients pass it, the pipe a forwarder writes a hosted session's
 // messages to) goes from one read(2) to the next without passing through the scheduler, so
 // the runtime's monitor (sysmon) sees its processor on the same scheduling tick for as long as
-// the client keeps calling. After 10 ms it takes the processor as from a goroutine that ran too
-// long, and each time it takes one it goes back to waking every 20 µs for the next millisecond
-// and more: between a client's calls, most of the time. That cost each such process a sixth to
-// a fifth of its CPU per call (BENCHMARKS.md, "The monitor's wake-ups"). A yield before a read
-// of the file (runtime.Gosched: a pass through the scheduler) moves the tick on, and the
-// monitor backs off to 10 ms. Not before every read: a yield wakes an idle thread to look for
-// work (two futex calls), so one every yieldEvery at most, well within the monitor's 10 ms.
+// the client keeps calling. After 10 ms on one tick the monitor preempts the goroutine, and
+// when it finds it in a read then, takes its processor; each time it takes one it goes back to
+// waking every 20 µs, for the next millisecond and more. With a client that calls more often
+// than every 10 ms that is most of the time: it cost each such process a sixth to a fifth of
+// its CPU (BENCHMARKS.md, "The monitor's wake-ups"). A yield before a read (runtime.Gosched: a
+// pass through the scheduler) moves the tick on, and the monitor backs off to 10 ms. Not before
+// every read: a yield wakes an idle thread to look for work (two futex calls), so one every
+// yieldEvery at most, well within the monitor's 10 ms. (A read that waits 10 ms or more loses
+// its processor anyway, and the monitor wakes often for a while after it: a client that calls
+// seldom costs little either way.)
 
 // yieldEvery is the longest a yieldingReader reads without yielding, while it reads (a
 // variable for the tests).

@@ -22,6 +22,8 @@ func blockingPipe(t *testing.T) (*os.File, *os.File) {
 	if err := unix.Pipe(fds[:]); err != nil {
 		t.Fatal(err)
 	}
+	unix.CloseOnExec(fds[0])
+	unix.CloseOnExec(fds[1])
 	r, w := os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
 	t.Cleanup(func() { r.Close(); w.Close() })
 	return r, w
@@ -96,5 +98,34 @@ func TestYieldingYieldsAtMostOnceEvery(t *testing.T) {
 	yieldEvery = time.Hour // the last yield was just now
 	if n := readsRan(); n > reads/4 {
 		t.Errorf("reads within yieldEvery of the last yield: a ready goroutine ran first in %d of %d, want nearly none", n, reads)
+	}
+}
+
+// A Conn reads a blocking file through Yielding: a Read that has to read the file yields first.
+func TestConnReadsBlockingFileYielding(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer func(d time.Duration) { yieldEvery = d }(yieldEvery)
+	yieldEvery = 0
+	r, w := blockingPipe(t)
+	c := New(r, io.Discard, nil)
+	const reads = 40
+	n := 0
+	for range reads {
+		if _, err := w.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		var ran atomic.Bool
+		done := make(chan struct{})
+		go func() { ran.Store(true); close(done) }()
+		if _, err := c.Read(); err != nil {
+			t.Fatal(err)
+		}
+		if ran.Load() {
+			n++
+		}
+		<-done
+	}
+	if n < reads*3/4 {
+		t.Errorf("a ready goroutine ran before the Conn's read of a blocking pipe returned in %d of %d reads, want nearly all", n, reads)
 	}
 }
