@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // The floor of any hop: a process between the client and the child that copies bytes both
@@ -29,7 +31,10 @@ func runRelay(argv []string) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _ = io.CopyBuffer(in, os.Stdin, make([]byte, 64<<10))
+		// Its stdin is read as the aggregator reads its own (stdio.Yielding): a floor that paid
+		// the runtime's monitor for its blocking reads would flatter whatever is measured
+		// against it.
+		_, _ = io.CopyBuffer(in, stdio.Yielding(os.Stdin), make([]byte, 64<<10))
 		in.Close()
 	})
 	_, _ = io.CopyBuffer(os.Stdout, out, make([]byte, 64<<10))
