@@ -433,7 +433,7 @@ func (f *forwarder) note(line []byte) {
 	if method == nil {
 		return // an answer to the server's request (or a batch, which is not kept)
 	}
-	m, _ := rawjson.Decode(method)
+	m, _ := stdio.MethodName(method) // the common names without allocating
 	if id == nil {
 		if m == "notifications/initialized" {
 			f.initialized = true
