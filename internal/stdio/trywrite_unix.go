@@ -19,19 +19,8 @@ import (
 // wakes the network poller's thread, twice per message, which cost more than the write
 // itself (BENCHMARKS.md, "Back to the floor").
 func tryWriter(out io.Writer) func([]byte) (int, error) {
-	sc, ok := out.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	nonBlocking := false
-	if rc.Control(func(fd uintptr) {
-		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
-		nonBlocking = err == nil && flags&unix.O_NONBLOCK != 0
-	}) != nil || !nonBlocking {
+	rc, flags, ok := statusFlags(out)
+	if !ok || flags&unix.O_NONBLOCK == 0 {
 		return nil
 	}
 	w := &rawWriter{rc: rc}
@@ -70,4 +59,22 @@ func (w *rawWriter) Write(b []byte) (int, error) {
 		err = nil // nothing fit: the caller queues the rest
 	}
 	return n, err
+}
+
+// statusFlags is the file status flags (F_GETFL: O_NONBLOCK among them) of the descriptor of x,
+// a file, with its raw connection; ok is false when x has no descriptor.
+func statusFlags(x any) (rc syscall.RawConn, flags int, ok bool) {
+	sc, isConn := x.(syscall.Conn)
+	if !isConn {
+		return nil, 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, 0, false
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { flags, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || ferr != nil {
+		return nil, 0, false
+	}
+	return rc, flags, true
 }
