@@ -2,12 +2,10 @@ package stdio
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -186,10 +184,9 @@ func TestLinesWithin(t *testing.T) {
 // stagedWriter takes part of the first write it is tried with, and runs during before it
 // returns what a concurrent burst would do in that moment; it takes the rest as asked.
 type stagedWriter struct {
-	mu     sync.Mutex
-	out    bytes.Buffer
-	tried  bool
-	during func()
+	lockedWriter // Write and String, under its lock
+	tried        bool
+	during       func()
 }
 
 func (w *stagedWriter) TryWrite(b []byte) (int, error) {
@@ -198,25 +195,13 @@ func (w *stagedWriter) TryWrite(b []byte) (int, error) {
 	w.tried = true
 	if !first {
 		defer w.mu.Unlock()
-		return w.out.Write(b)
+		return w.b.Write(b)
 	}
 	n := len(b) / 2
-	w.out.Write(b[:n])
+	w.b.Write(b[:n])
 	w.mu.Unlock()
 	w.during()
 	return n, nil
-}
-
-func (w *stagedWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.out.Write(b)
-}
-
-func (w *stagedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.out.String()
 }
 
 // A message a burst holds while another is being written, which the peer takes only in part,
