@@ -211,12 +211,15 @@ type sharedClient struct {
 	asked []message // the server's requests it answered
 }
 
+// shareInit is the initialize of shareClient's clients.
+const shareInit = `{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"elicitation":{},"roots":{"listChanged":true}},"clientInfo":{"name":"shared","version":"1"}}`
+
 // shareClient starts a session with --share whose client is named name (the clients of one
 // test send the same initialize: the legacy server is theirs to share).
 func shareClient(t *testing.T, path, name string) *sharedClient {
 	t.Helper()
 	agg := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
-	if m := agg.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"elicitation":{},"roots":{"listChanged":true}},"clientInfo":{"name":"shared","version":"1"}}`); m.Error != nil {
+	if m := agg.call("initialize", shareInit); m.Error != nil {
 		t.Fatalf("initialize: %s", m.Line)
 	}
 	agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -502,6 +505,90 @@ func TestFaultShareAmbiguousAsk(t *testing.T) {
 	}
 	s0.in.Close()
 	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
+// A session that ends with work at a server another session uses: the server has the
+// session's call cancelled and its question to the session's client answered with an error,
+// by the session itself (its in-flight table is the only record of either), and the other
+// session goes on.
+func TestFaultShareSessionEnds(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	// s0's client sends what shareClient's do (the server is theirs to share), and answers
+	// nothing it is asked.
+	s0 := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
+	if m := s0.call("initialize", shareInit); m.Error != nil {
+		t.Fatalf("initialize: %s", m.Line)
+	}
+	s0.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s1 := shareClient(t, path, "s1")
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d server processes for two sessions, want 1", n)
+	}
+	s0.send("tools/call", `{"name":"a:sleep","arguments":{"ms":60000}}`)
+	waitSaid(t, s0, "[a] fixture: sleep of 60000 ms started", 1)
+	s0.send("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`)
+	if !s0.note("roots/list", 10*time.Second) {
+		t.Fatal("s0's client was not asked for its roots")
+	}
+	s0.in.Close()
+	waitSaid(t, s1.peer, `[a] fixture: the question "ask-1" was answered with the error`, 1)
+	// Both of s0's calls, and nothing of s1's: the IDs of one session's space ("agg-1-").
+	var got struct {
+		StructuredContent struct{ IDs []string }
+	}
+	_ = json.Unmarshal(s1.call("tools/call", `{"name":"a:cancelled","arguments":{}}`).Result, &got)
+	if ids := got.StructuredContent.IDs; len(ids) != 2 || ids[0][:7] != ids[1][:7] {
+		t.Errorf("the server's cancellations: %q, want s0's sleep and ask", ids)
+	}
+	if m := s1.call("tools/call", `{"name":"a:echo","arguments":{"after":"s0"}}`); !strings.Contains(string(m.Result), `{"after":"s0"}`) {
+		t.Errorf("s1's call after s0 ended: %s", m.Line)
+	}
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
+// A task's status notifications go to the session whose call created the task (its table owns
+// the task), and never to another session of the server.
+func TestFaultShareTasks(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-tasks")+`}}`)
+	var ss [2]*peer
+	for i := range ss {
+		ss[i] = startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
+		if m := ss[i].call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tasker","version":"1"}}`); m.Error != nil {
+			t.Fatalf("initialize: %s", m.Line)
+		}
+		ss[i].writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d server processes for two sessions, want 1", n)
+	}
+	for i, s := range ss {
+		m := s.call("tools/call", `{"name":"a:task_sleep","arguments":{"ms":50},"task":{"ttl":60000}}`)
+		var r struct{ Task struct{ TaskID string } }
+		if json.Unmarshal(m.Result, &r); r.Task.TaskID == "" {
+			t.Fatalf("s%d creating a task: %s", i, m.Line)
+		}
+		note := nextNote(t, s, "the task's status")
+		if !strings.Contains(string(note.Line), `"method":"notifications/tasks/status","params":{"taskId":"`+r.Task.TaskID+`"`) {
+			t.Errorf("s%d's task status: %s", i, note.Line)
+		}
+		// What the other session was handed before this call's answer has reached it.
+		other := ss[1-i]
+		other.call("tools/call", `{"name":"a:echo","arguments":{}}`)
+		select {
+		case m := <-other.notes:
+			t.Errorf("s%d got a message of s%d's task: %s", 1-i, i, m.Line)
+		default:
+		}
+	}
+	for _, s := range ss {
+		s.in.Close()
+	}
 	nothingShared(t, dir, tag)
 }
 

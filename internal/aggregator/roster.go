@@ -522,12 +522,26 @@ func (a *Aggregator) retire(s *server, why, then string) {
 
 // endCalls ends what s had in flight: its calls fail with the error errFor gives, and its
 // requests that reached the client are cancelled there for reason. The gate of s closes first.
+// A process that goes on for other sessions (a shared process's) is told too, since the table
+// is the only record of the session's work with it: what it has of the session's is cancelled
+// at it, apart from its handshake (initialize "MUST NOT be cancelled", and other sessions wait
+// for its answer), and its requests to the client are answered with an error.
 func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, reason string) {
+	tell := s.goesOn()
 	for _, c := range a.inflight.sweep(s) {
 		if c.to == s {
+			if tell && c.stage == sent && c.method != "initialize" && c.method != "server/discover" {
+				s.conn.Send(nil, stdio.Cancelled(c.toID, "the session that asked stopped using the server")...)
+			}
 			a.failWith(c, errFor(c))
-		} else if c.stage == sent {
+			continue
+		}
+		if c.stage == sent {
 			a.client.toClient(stdio.Cancelled(c.toID, reason))
+		}
+		if tell {
+			s.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
+				"Internal error: the session that was asked stopped using the server; the request came through mcp-simple-aggregator's shared process"))...)
 		}
 	}
 }

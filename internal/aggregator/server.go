@@ -223,7 +223,11 @@ func (a *Aggregator) startProcess(s *server, client json.RawMessage) error {
 	s.log.Debug("started", "pid", proc.PID(), "command", cfg.Command)
 	switch p := proc.(type) {
 	case Fed:
-		s.conn = stdio.New(nil, p.Input(), opts)
+		// Writes to it never wait (they are taken as they are written), and its Close writes
+		// what was sent first (stop).
+		fed := *opts
+		fed.NeverWait = true
+		s.conn = stdio.New(nil, p.Input(), &fed)
 		p.Feed(&serverFeed{a: a, s: s})
 	case Piped:
 		stdout, stdin := p.Pipes()
@@ -468,15 +472,39 @@ func (s *server) failureLog() func(string, ...any) {
 	}
 }
 
-// stop ends the process (see child.Process.Stop), then its connection.
+// stop ends the process (see child.Process.Stop), then its connection; a shared process's
+// connection first, so that what the session sent it (endCalls' cancellations) is written
+// before the session stops using it.
 func (s *server) stop(grace time.Duration) {
 	s.procMu.Lock() // a process started again after the probe is the one stopped (respawn)
 	proc, conn, readDone := s.proc, s.conn, s.readDone
 	s.procMu.Unlock()
-	proc.Stop(grace)
-	conn.Close()
+	if _, fed := proc.(Fed); fed {
+		conn.Close()
+		proc.Stop(grace)
+	} else {
+		proc.Stop(grace)
+		conn.Close()
+	}
 	<-readDone
 	close(s.stopped) // stop is called once, by retire
+}
+
+// goesOn reports whether the process of s goes on for other sessions once this one stops
+// using it: a shared process's that has not ended.
+func (s *server) goesOn() bool {
+	s.procMu.Lock()
+	proc := s.proc
+	s.procMu.Unlock()
+	if _, fed := proc.(Fed); !fed {
+		return false
+	}
+	select {
+	case <-proc.Exited():
+		return false
+	default:
+		return true
+	}
 }
 
 // startHint adds what to do to an error from starting a program.
