@@ -113,6 +113,9 @@ func (f *serverFeed) Message(msg jsonrpc.Message, more bool) {
 // Flush writes what the messages of a burst held.
 func (f *serverFeed) Flush() { f.s.conn.EndBurst() }
 
+// OwnsTask reports whether the session's table has the server's task id as its own.
+func (f *serverFeed) OwnsTask(id string) bool { return f.a.inflight.task(id) == f.s }
+
 // End takes the end of the server's output.
 func (f *serverFeed) End() {
 	f.s.conn.EndBurst()

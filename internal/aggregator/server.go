@@ -130,7 +130,17 @@ type Piped interface {
 // server's messages are written (a stdio.InlineWriter); Feed begins the handing over.
 type Fed interface {
 	Input() io.WriteCloser
-	Feed(r stdio.Receiver)
+	Feed(f Feed)
+}
+
+// A Feed is the session's side of a Fed process: it takes the server's messages for the
+// session, and says what of the server's the session's in-flight table holds that the
+// process's reader routes by, so that the reader keeps no second record of it.
+type Feed interface {
+	stdio.Receiver
+	// OwnsTask reports whether the task id of the server's is the session's: a request of the
+	// session's created it (table.task).
+	OwnsTask(id string) bool
 }
 
 // Starter starts the process of a server: spec says what to run, client is the initialize the

@@ -14,8 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // An attachment is one hosted session's use of a shared server process, with no pipe or
@@ -41,9 +41,10 @@ type Attachment struct {
 	in      input
 
 	// rmu makes the session take one message at a time; recv is its aggregator's, from
-	// Feed; ended says End was given (nothing more is).
+	// Feed (set before the multiplexer serves the attachment, and never again); ended says
+	// End was given (nothing more is).
 	rmu   sync.Mutex
-	recv  stdio.Receiver
+	recv  aggregator.Feed
 	ended bool
 
 	// Guarded by p.mu: served says the multiplexer serves it (from Feed until it is detached
@@ -174,7 +175,7 @@ func (a *Attachment) Input() io.WriteCloser { return &a.in }
 
 // Feed begins handing the session the server's messages for it: from now on the multiplexer
 // serves it. A process that ended meanwhile is seen to have ended.
-func (a *Attachment) Feed(r stdio.Receiver) {
+func (a *Attachment) Feed(r aggregator.Feed) {
 	a.rmu.Lock()
 	a.recv = r
 	a.rmu.Unlock()
@@ -193,6 +194,10 @@ func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
 		a.recv.Message(msg, more)
 	}
 }
+
+// ownsTask reports whether the session's table has the server's task id as its own. Only
+// for an attachment the multiplexer serves (its recv is set).
+func (a *Attachment) ownsTask(id string) bool { return a.recv.OwnsTask(id) }
 
 // post hands the session a message of the multiplexer's own, made on a goroutine of the
 // session's (an answer to what it wrote): from a goroutine of its own, so that the session's

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -243,6 +244,7 @@ type peer struct {
 
 	mu       sync.Mutex
 	pending  map[string]pending // by ID on the wire
+	tasks    map[string]bool    // the tasks its calls' answers created, as a session's table keeps them
 	requests chan message       // the server's requests
 	notes    chan message       // notifications, and answers nobody waited for
 	done     chan struct{}      // closed at the end of what it reads
@@ -256,7 +258,7 @@ func attach(t *testing.T, s *testSession, name string, spec child.Spec) *peer {
 	if err != nil {
 		t.Fatalf("%s: Start: %v", name, err)
 	}
-	p := &peer{t: t, name: name, a: a, w: a.Input(), stderr: stderr, pending: map[string]pending{},
+	p := &peer{t: t, name: name, a: a, w: a.Input(), stderr: stderr, pending: map[string]pending{}, tasks: map[string]bool{},
 		requests: make(chan message, 100), notes: make(chan message, 100), done: make(chan struct{})}
 	a.Feed(p)
 	t.Cleanup(func() { a.Stop(0) })
@@ -287,12 +289,25 @@ func (p *peer) Message(msg jsonrpc.Message, _ bool) {
 			p.notes <- m
 			return
 		}
+		if id := era.TaskID(m.Result); id != "" {
+			p.mu.Lock()
+			p.tasks[id] = true
+			p.mu.Unlock()
+		}
 		m.ID = json.RawMessage(w.id)
 		w.ch <- m
 	}
 }
 
 func (p *peer) Flush() {}
+
+// OwnsTask says whether an answer to one of its calls created the task, as the aggregator's
+// serverFeed asks its table.
+func (p *peer) OwnsTask(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tasks[id]
+}
 
 func (p *peer) End() { p.once.Do(func() { close(p.done) }) }
 

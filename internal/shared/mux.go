@@ -24,7 +24,10 @@ import (
 //	a session's request        as the session wrote it: its ID and progress token are of the
 //	                           session's ID space ("agg-3-", Session.IDSpace), which no other
 //	                           session's requests share; the answer and progress go back to
-//	                           the session of the space alone. A request outside it is refused.
+//	                           the session of the space alone, by the space: the session's
+//	                           in-flight table is the record of its requests, and the
+//	                           multiplexer keeps one only of those it learns from (tracks). A
+//	                           request outside the space is refused.
 //	initialize                 the first session's goes to the server, and its answer is
 //	                           recorded; the others are answered from it (a legacy server is
 //	                           initialized once: only sessions whose clients would send the
@@ -35,15 +38,18 @@ import (
 //	                           each session gets log messages at its own
 //	resources/(un)subscribe    once for every session that wants the resource; its updates go
 //	                           to those sessions
-//	a server's request         to the session whose request it serves (the oldest that can
-//	                           take input), else to the first session attached: never to a
-//	                           session that does not have the server
+//	a server's request         to the session of the task it names (the session's table
+//	                           says: Feed.OwnsTask), else to the session whose request it
+//	                           serves (turns.go), else to the first session attached: never
+//	                           to a session that does not have the server; its cancellation
+//	                           to every session, whose table has it or drops it
 //	list changes               to every session; a modern server's listen notifications to the
 //	                           session of the listen
 //
-// A session that ends has its requests cancelled at the server, its subscriptions and level
-// released, and the server's requests to it answered with an error; the process is kept for
-// the others, or for the linger.
+// A session that stops using the process cancels its requests at the server and answers the
+// server's requests to it with an error itself, from its table (aggregator's endCalls); the
+// multiplexer then releases its subscriptions and level, and keeps the process for the
+// others, or for the linger.
 
 // proc is a shared server process.
 type proc struct {
@@ -70,11 +76,9 @@ type proc struct {
 	users        map[string]int // the sessions attached or attaching, by ID (daemon.find)
 	keys         []string       // the keys sessions gave it
 	seq          uint64
-	calls        map[string]*relayed      // by ID (of a session's space)
-	asked        map[string]*Attachment   // the session a server's request went to, by its ID
+	calls        map[string]*relayed      // the requests it tracks, by ID (of a session's space)
 	subs         map[string][]*Attachment // the sessions subscribed to each resource
 	levels       map[*Attachment]int      // the log level each session asked for
-	tasks        map[string]*Attachment   // the session that created each task
 	askers       map[string]bool          // the requests known or suspected to ask (turns.go)
 	suspects     map[string]bool          // those only suspected
 	questions    uint64                   // the server's requests for input so far
@@ -97,7 +101,7 @@ type proc struct {
 	exitDesc     string
 }
 
-// relayed is a session's request at the server.
+// relayed is a session's request at the server that the multiplexer tracks (proc.tracks).
 type relayed struct {
 	a         *Attachment
 	method    string
@@ -176,8 +180,7 @@ type waiting struct {
 
 func newProc(d *daemon, w want) *proc {
 	return &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
-		asked: map[string]*Attachment{},
-		subs:  map[string][]*Attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}, levels: map[*Attachment]int{}, tasks: map[string]*Attachment{}}
+		subs: map[string][]*Attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}, levels: map[*Attachment]int{}}
 }
 
 // start begins reading the child's output.
@@ -290,7 +293,7 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 	}
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
-		p.clientAnswer(a, m)
+		p.clientAnswer(line)
 	case *jsonrpc.Request:
 		if !m.IsCall() {
 			p.clientNotification(a, m, line)
@@ -454,13 +457,28 @@ func (p *proc) hasRecording() bool {
 	return false
 }
 
-// relay sends a session's request to the server as the session wrote it; it unlocks p.mu.
+// relay sends a session's request to the server as the session wrote it, tracked when the
+// multiplexer learns from it (record: the first initialize, whose answer is recorded); it
+// unlocks p.mu.
 func (p *proc) relay(a *Attachment, r *request, record bool) {
-	c := &relayed{a: a, method: r.method, record: record}
-	p.calls[r.id] = c
-	p.began(c, r.askKey())
+	if record || p.tracks(r) {
+		c := &relayed{a: a, method: r.method, record: record}
+		p.calls[r.id] = c
+		p.began(c, r.askKey())
+	}
 	p.mu.Unlock()
 	p.conn.SendHeld(nil, r.line)
+}
+
+// tracks reports whether the multiplexer keeps a record of r while it is at the server: a
+// server/discover (its answer says the server's era), and a request during which the server
+// may ask its client (era.InputMethods), at a server not known to be modern (turns.go: a
+// legacy server's question is routed by what is in flight). Any other request is recorded by
+// its session's in-flight table alone: its answer, progress and cancellation go by its ID's
+// space, and what it leaves behind (a task) is found in the sessions' tables (Feed.OwnsTask).
+// Callers hold p.mu.
+func (p *proc) tracks(r *request) bool {
+	return r.method == "server/discover" || !(p.eraKnown && p.eraSeen == era.Modern) && r.askKey() != ""
 }
 
 // clientNotification takes a session's notification for the server (line: as it wrote it);
@@ -492,16 +510,21 @@ func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request, line []byte
 			p.mu.Unlock()
 			return
 		}
-		c := p.calls[key]
-		found := c != nil && c.a == a
-		if found {
-			p.forget(key, c)
-		} else {
-			p.unqueue(a, key)
+		var send bool
+		switch c := p.calls[key]; {
+		case c != nil:
+			if send = c.a == a; send {
+				p.forget(key, c)
+			}
+		case p.unqueue(a, key): // never sent
+		default:
+			// Untracked: at the server, or answered already (a cancellation the server may
+			// ignore, "for an unknown or already-completed request"); the session's own.
+			send = strings.HasPrefix(key, a.space)
 		}
 		next := p.next()
 		p.mu.Unlock()
-		if found {
+		if send {
 			p.conn.Send(nil, withNewline(line))
 		}
 		p.sendAll(next)
@@ -510,17 +533,10 @@ func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request, line []byte
 	p.conn.Send(nil, withNewline(line))
 }
 
-// clientAnswer passes a session's answer to a request of the server's.
-func (p *proc) clientAnswer(a *Attachment, m *jsonrpc.Response) {
-	key := string(stdio.IDJSON(m.ID))
-	p.mu.Lock()
-	if p.asked[key] != a {
-		p.mu.Unlock()
-		return // not asked of this session
-	}
-	delete(p.asked, key)
-	p.mu.Unlock()
-	p.conn.Send(nil, stdio.Response(json.RawMessage(key), m.Result, stdio.ErrorJSON(m.Error))...)
+// clientAnswer passes a session's answer to a request of the server's, as the session wrote
+// it: the session answers only what its table holds, a request of the server's it was handed.
+func (p *proc) clientAnswer(line []byte) {
+	p.conn.Send(nil, withNewline(line))
 }
 
 // readChild takes what the server writes, until its output ends, and hands each session its
@@ -595,7 +611,11 @@ func (p *proc) answer(m *jsonrpc.Response) {
 	p.mu.Lock()
 	c := p.calls[did]
 	if c == nil {
+		to := p.ofSpace(did) // an untracked request's: its session's table has it
 		p.mu.Unlock()
+		if to != nil {
+			p.hand(to, m)
+		}
 		return
 	}
 	p.forget(did, c)
@@ -613,11 +633,6 @@ func (p *proc) answer(m *jsonrpc.Response) {
 	case c.method == "server/discover" && m.Error == nil && !p.eraKnown:
 		if _, why := era.ReadDiscover(result); why == "" {
 			p.eraSeen, p.eraKnown = era.Modern, true
-		}
-	}
-	if m.Error == nil && c.method == "tools/call" {
-		if id := era.TaskID(result); id != "" {
-			p.tasks[id] = c.a
 		}
 	}
 	next := p.next()
@@ -642,18 +657,19 @@ func (p *proc) forget(id string, c *relayed) {
 // (io.modelcontextprotocol/related-task), else to the session of the request that asks
 // (turns.go), else, asked outside any request, to the first session attached: never to one
 // that does not have it. A request that could be any of several sessions' is answered with an
-// error, never guessed.
+// error, never guessed. The session's table records it; its answer is the session's.
 func (p *proc) serverRequest(m *jsonrpc.Request) {
 	id := stdio.IDJSON(m.ID)
 	if m.Method == "ping" {
 		p.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
 		return
 	}
+	to := p.taskOwner(relatedTask(m.Params))
 	p.mu.Lock()
 	p.questions++
-	to, why := p.route(m.Params)
-	if to != nil {
-		p.asked[string(id)] = to
+	why := ""
+	if to == nil {
+		to, why = p.route()
 	}
 	p.mu.Unlock()
 	if to == nil {
@@ -663,17 +679,9 @@ func (p *proc) serverRequest(m *jsonrpc.Request) {
 	p.hand(to, &jsonrpc.Request{ID: m.ID, Method: m.Method, Params: m.Params})
 }
 
-// route picks the session a server's request goes to (serverRequest), or says why none.
-// Callers hold p.mu.
-func (p *proc) route(params json.RawMessage) (*Attachment, string) {
-	if ms, me, ok := rawjson.Member(params, "_meta"); ok {
-		if ts, te, ok := rawjson.Member(params[ms:me], metaRelatedTask); ok {
-			task, _ := rawjson.StringMember(params[ms+ts:ms+te], "taskId")
-			if a := p.tasks[task]; a != nil {
-				return a, ""
-			}
-		}
-	}
+// route picks the session a server's request that names no task of a session's goes to
+// (serverRequest), or says why none. Callers hold p.mu.
+func (p *proc) route() (*Attachment, string) {
 	if a, why := p.asker(); a != nil || why != "" {
 		return a, why
 	}
@@ -683,12 +691,44 @@ func (p *proc) route(params json.RawMessage) (*Attachment, string) {
 	return nil, "no session uses the server"
 }
 
-// spaceOf is the session attached whose ID space the JSON string token is of; nil when none's.
-// Callers hold p.mu.
-func (p *proc) spaceOf(token []byte) *Attachment {
-	tok, _ := rawjson.Decode(token)
+// relatedTask is the task a server's request is about (its _meta's
+// io.modelcontextprotocol/related-task); "" when none.
+func relatedTask(params json.RawMessage) string {
+	ms, me, ok := rawjson.Member(params, "_meta")
+	if !ok {
+		return ""
+	}
+	ts, te, ok := rawjson.Member(params[ms:me], metaRelatedTask)
+	if !ok {
+		return ""
+	}
+	task, _ := rawjson.StringMember(params[ms+ts:ms+te], "taskId")
+	return task
+}
+
+// taskOwner is the session attached whose table holds the task id of the server's (the
+// session whose request created it); nil when none's, or for "". Each session is asked
+// without p.mu held: its answer takes its table's lock.
+func (p *proc) taskOwner(id string) *Attachment {
+	if id == "" {
+		return nil
+	}
+	p.mu.Lock()
+	atts := slices.Clone(p.atts)
+	p.mu.Unlock()
+	for _, a := range atts {
+		if a.ownsTask(id) {
+			return a
+		}
+	}
+	return nil
+}
+
+// ofSpace is the session attached whose ID space id (an ID or a progress token) is of; nil
+// when none's. Callers hold p.mu.
+func (p *proc) ofSpace(id string) *Attachment {
 	for _, a := range p.atts {
-		if strings.HasPrefix(tok, a.space) {
+		if strings.HasPrefix(id, a.space) {
 			return a
 		}
 	}
@@ -702,19 +742,19 @@ const metaRelatedTask = "io.modelcontextprotocol/related-task"
 // serverNotification passes a notification of the server's to the sessions it is for.
 func (p *proc) serverNotification(m *jsonrpc.Request) {
 	params := m.Params
+	if m.Method == "notifications/tasks/status" {
+		if a := p.taskOwner(stringParam(params, "taskId")); a != nil {
+			p.hand(a, &jsonrpc.Request{Method: m.Method, Params: params})
+		}
+		return
+	}
 	p.mu.Lock()
 	var to []*Attachment
 	switch {
 	case m.Method == "notifications/progress":
 		if ts, te, ok := rawjson.Member(params, "progressToken"); ok {
-			if a := p.spaceOf(params[ts:te]); a != nil {
-				to = []*Attachment{a}
-			}
-		}
-	case m.Method == "notifications/cancelled":
-		if id, _, ok := stdio.ParseCancel(params); ok {
-			if a := p.asked[string(stdio.IDJSON(id))]; a != nil {
-				delete(p.asked, string(stdio.IDJSON(id)))
+			tok, _ := rawjson.Decode(params[ts:te])
+			if a := p.ofSpace(tok); a != nil {
 				to = []*Attachment{a}
 			}
 		}
@@ -735,11 +775,10 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 				to = append(to, a)
 			}
 		}
-	case m.Method == "notifications/tasks/status":
-		if a := p.tasks[stringParam(params, "taskId")]; a != nil {
-			to = []*Attachment{a}
-		}
-	default: // list changes, and what else it announces: every session has the server
+	default:
+		// List changes, and what else it announces: every session has the server. The
+		// cancellation of a request of the server's too: the table of the session that was
+		// asked has it, the others' drop it.
 		to = slices.Clone(p.atts)
 	}
 	p.mu.Unlock()
@@ -783,8 +822,9 @@ func (p *proc) subscribe(a *Attachment, uri string, on bool) bool {
 	return false
 }
 
-// detach ends a session's use of the process: its requests are cancelled at the server, the
-// server's requests to it answered with an error, its subscriptions and level released; the
+// detach ends a session's use of the process: what the multiplexer tracks of its requests is
+// forgotten (the session cancelled them at the server, and answered the server's requests to
+// it, from its table: aggregator's endCalls), its subscriptions and level released; the
 // process is kept for the linger when no session is left.
 func (p *proc) detach(a *Attachment) {
 	p.mu.Lock()
@@ -798,18 +838,10 @@ func (p *proc) detach(a *Attachment) {
 	if p.users[a.session]--; p.users[a.session] <= 0 {
 		delete(p.users, a.session)
 	}
-	var cancels, unsubs []string
-	var asked []string
+	var unsubs []string
 	for did, c := range p.calls {
 		if c.a == a && !c.record {
-			cancels = append(cancels, did)
 			p.forget(did, c)
-		}
-	}
-	for id, to := range p.asked {
-		if to == a {
-			asked = append(asked, id)
-			delete(p.asked, id)
 		}
 	}
 	p.queue = slices.DeleteFunc(p.queue, func(q *queued) bool { return q.a == a })
@@ -823,23 +855,12 @@ func (p *proc) detach(a *Attachment) {
 	delete(p.levels, a)
 	levelChanged := p.setLevel()
 	level := p.level
-	for id, owner := range p.tasks {
-		if owner == a {
-			delete(p.tasks, id)
-		}
-	}
 	empty := len(p.atts) == 0 && !p.exited
 	if empty {
 		p.startLinger()
 	}
 	p.mu.Unlock()
-	for _, did := range cancels {
-		p.conn.Send(nil, stdio.Cancelled(did, "the session that asked ended")...)
-	}
 	p.sendAll(next)
-	for _, id := range asked {
-		p.conn.Send(nil, stdio.Response(json.RawMessage(id), nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: the session that was asked ended; the request came through mcp-simple-aggregator's shared process"))...)
-	}
 	for _, uri := range unsubs {
 		p.ownRequest("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
 	}

@@ -118,7 +118,7 @@ func withValue(env []string, name, value string) []string {
 	return append(out, name+"="+value)
 }
 
-// recorder is a stdio.Receiver that keeps the IDs of what it is handed.
+// recorder is an aggregator.Feed that keeps the IDs of what it is handed.
 type recorder struct {
 	mu  sync.Mutex
 	ids []string
@@ -129,8 +129,9 @@ func (r *recorder) Message(msg jsonrpc.Message, _ bool) {
 	defer r.mu.Unlock()
 	r.ids = append(r.ids, fmt.Sprint(msg.(*jsonrpc.Response).ID.Raw()))
 }
-func (r *recorder) Flush() {}
-func (r *recorder) End()   {}
+func (r *recorder) Flush()               {}
+func (r *recorder) End()                 {}
+func (r *recorder) OwnsTask(string) bool { return false }
 
 // The multiplexer's own answers reach the session in the order they were posted, each after
 // what was to be done before it.

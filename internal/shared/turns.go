@@ -156,12 +156,14 @@ func (p *proc) sendAll(qs []*queued) {
 	}
 }
 
-// unqueue takes a cancelled request out of the queue. Callers hold p.mu.
-func (p *proc) unqueue(a *Attachment, id string) {
+// unqueue takes a cancelled request out of the queue; it reports whether it was there.
+// Callers hold p.mu.
+func (p *proc) unqueue(a *Attachment, id string) bool {
 	for i, q := range p.queue {
 		if q.a == a && q.r.id == id {
 			p.queue = append(p.queue[:i], p.queue[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
