@@ -550,6 +550,38 @@ func TestFaultShareSessionEnds(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
+// A shared process's era is learned once, by the probe of the session that started it: a
+// session after it speaks to the process in that era without a probe, and --debug says why. (A
+// legacy server may end on a second server/discover: this one ends on the first, and the first
+// session starts it again for initialize.)
+func TestFaultShareEraOnce(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-discover", "exit")+`}}`)
+	s0 := shareClient(t, path, "s0")
+	pids := taggedProcs(tag)
+	if len(pids) != 1 {
+		t.Fatalf("%d server processes, want 1", len(pids))
+	}
+	s1 := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s", "--debug")
+	if m := s1.call("initialize", shareInit); m.Error != nil {
+		t.Fatalf("initialize: %s", m.Line)
+	}
+	s1.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if m := s1.call("tools/call", `{"name":"a:echo","arguments":{"n":1}}`); !strings.Contains(string(m.Result), `{"n":1}`) {
+		t.Fatalf("s1's call: %s", m.Line)
+	}
+	if log := s1.stderr.String(); !strings.Contains(log, "era: legacy (the shared process's process spoke it to a session before; not probed)") {
+		t.Errorf("s1's --debug log does not say why its server was not probed:\n%s", log)
+	}
+	if now := taggedProcs(tag); !slices.Equal(now, pids) {
+		t.Errorf("the server processes: %v, want %v as before s1", now, pids)
+	}
+	s0.in.Close()
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
 // A task's status notifications go to the session whose call created the task (its table owns
 // the task), and never to another session of the server.
 func TestFaultShareTasks(t *testing.T) {

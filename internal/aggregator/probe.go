@@ -18,7 +18,11 @@ import (
 // basic/transports/stdio.mdx, "Backward Compatibility"; the rules are era.ReadDiscover and
 // era.ProbeError). A server's process is probed with server/discover first, unless its key's
 // last process served in the legacy era (then a restart's try, or a reload that keeps the
-// entry, is one process that gets initialize at once); --debug says which era and why.
+// entry, is one process that gets initialize at once), or it is a shared process's that
+// another session found to be of the legacy era (a second probe may end a server); --debug
+// says which era and why. The era settled is the process's: a shared process's is told it
+// (Fed.Settled), and the sessions after take it from there (Fed.Era): the core's probe is
+// the one place a server's era is learned.
 
 // defaultProbeTimeout is how long a server is given to answer the server/discover probe.
 const defaultProbeTimeout = 2 * time.Second
@@ -30,10 +34,10 @@ const defaultProbeTimeout = 2 * time.Second
 // initialize, which such a process cannot take any more. On failure it names the request that
 // failed.
 func (a *Aggregator) settleEra(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
-	known, isKnown := a.knownEra(s)
+	known, isKnown, why := a.knownEra(s)
 	if isKnown && known == era.Legacy {
-		s.log.Debug("era: legacy (its last process served in the legacy era; not probed)")
-		s.setSide(legacyServer{a})
+		s.log.Debug("era: legacy (" + why + "; not probed)")
+		a.settle(s, legacyServer{a})
 		return s.side().handshake(ctx, s, params)
 	}
 	side, late, err := a.probe(ctx, s, params)
@@ -48,7 +52,7 @@ func (a *Aggregator) settleEra(ctx context.Context, s *server, params json.RawMe
 	if err != nil {
 		return "server/discover", err
 	}
-	s.setSide(side)
+	a.settle(s, side)
 	stage, err = side.handshake(ctx, s, params)
 	if err != nil && late != nil {
 		// It did not answer the probe in time, and refused initialize: a server that started
@@ -57,22 +61,39 @@ func (a *Aggregator) settleEra(ctx context.Context, s *server, params json.RawMe
 		// what it is.
 		if m := late.modern(ctx, a.opts.ProbeTimeout); m != nil {
 			s.log.Debug("era: modern (it answered server/discover after the probe's timeout, and refused initialize: " + err.Error() + ")")
-			s.setSide(m)
+			a.settle(s, m)
 			return m.handshake(ctx, s, params)
 		}
 	}
 	return stage, err
 }
 
-// knownEra is the era the last process of the entry of s served in, when one did.
-func (a *Aggregator) knownEra(s *server) (era.Era, bool) {
+// knownEra is the era s is known to speak without a probe, and why: its process's, when it is
+// a shared process's whose era a session settled, else the era the last process of the entry
+// of s served in, when one did.
+func (a *Aggregator) knownEra(s *server) (e era.Era, ok bool, why string) {
+	if f, fed := s.proc.(Fed); fed {
+		if e, ok := f.Era(); ok {
+			return e, true, "the shared process's process spoke it to a session before"
+		}
+	}
 	a.roster.mu.Lock()
 	defer a.roster.mu.Unlock()
 	sl := a.roster.slots[s.key]
 	if sl == nil || !sl.eraKnown || !sameProcess(sl.eraOf, s.cfg) {
-		return 0, false
+		return 0, false, ""
 	}
-	return sl.era, true
+	return sl.era, true, "its last process served in the legacy era"
+}
+
+// settle makes s be spoken to as side says, the era its handshake settled; a shared process's
+// is told it before anything of the era is sent (a modern server's listen, which the shared
+// process takes apart only for a server it knows to be modern).
+func (a *Aggregator) settle(s *server, side serverSide) {
+	s.setSide(side)
+	if f, fed := s.proc.(Fed); fed {
+		f.Settled(side.era())
+	}
 }
 
 // probe sends s server/discover with the modern envelope made of params (the initialize the

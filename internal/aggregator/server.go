@@ -131,6 +131,12 @@ type Piped interface {
 type Fed interface {
 	Input() io.WriteCloser
 	Feed(f Feed)
+	// Era is the era a session's handshake found the process to speak (Settled); ok is false
+	// before one did.
+	Era() (e era.Era, ok bool)
+	// Settled tells the process the era the session's handshake found it to speak: the
+	// sessions after it are told it (Era), and the process's multiplexer routes by it.
+	Settled(e era.Era)
 }
 
 // A Feed is the session's side of a Fed process: it takes the server's messages for the

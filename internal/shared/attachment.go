@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
 // An attachment is one hosted session's use of a shared server process, with no pipe or
@@ -194,6 +195,12 @@ func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
 		a.recv.Message(msg, more)
 	}
 }
+
+// Era is the era a session's handshake found the process to speak; ok is false before one did.
+func (a *Attachment) Era() (era.Era, bool) { return a.p.knownEra() }
+
+// Settled takes the era the session's handshake found the process to speak.
+func (a *Attachment) Settled(e era.Era) { a.p.settled(e) }
 
 // ownsTask reports whether the session's table has the server's task id as its own. Only
 // for an attachment the multiplexer serves (its recv is set).

@@ -32,8 +32,10 @@ import (
 //	                           recorded; the others are answered from it (a legacy server is
 //	                           initialized once: only sessions whose clients would send the
 //	                           same initialize share it, daemon.find)
-//	server/discover            of a legacy server: answered Method not found, as the first
-//	                           probe was (a server may exit on a second one)
+//	server/discover            of a server a session's probe found legacy (settled): answered
+//	                           Method not found, as the first probe was (a server may exit on
+//	                           a second one); the sessions after are not probed (Era), but one
+//	                           whose handshake began before may be
 //	logging/setLevel           the server is set to the most verbose level a session asked for;
 //	                           each session gets log messages at its own
 //	resources/(un)subscribe    once for every session that wants the resource; its updates go
@@ -87,9 +89,9 @@ type proc struct {
 	listens      []*sessionListen         // a modern server's: the sessions' listens (listen.go)
 	own          *ownListen               // and the shared process's own at the server
 	listenParams json.RawMessage          // the latest session's listen, whose envelope the own one takes
-	eraSeen      era.Era                  // what the handshake found
+	eraSeen      era.Era                  // what a session's handshake found (settled)
 	eraKnown     bool
-	decided      chan struct{} // closed once its first answer to a handshake (or its end) says whether it is modern
+	decided      chan struct{} // closed once a session's handshake settled its era, or no session will (detach, exit)
 	decide       sync.Once
 	init         *recorded   // the answer to the first initialize
 	initWait     []*waiting  // initializes that came while the first was at the server
@@ -261,6 +263,15 @@ func (p *proc) abandon(session string) {
 	if len(p.atts) == 0 && len(p.users) == 0 && p.linger == nil && !p.exited {
 		p.startLinger()
 	}
+	if p.unsettled() {
+		p.decide.Do(func() { close(p.decided) })
+	}
+}
+
+// unsettled reports whether the era of the process is not known and no session is left to
+// settle it: a session waiting for it (daemon.attach) waits no longer. Callers hold p.mu.
+func (p *proc) unsettled() bool {
+	return !p.eraKnown && len(p.users) == 0
 }
 
 // ending reports whether the process is over.
@@ -471,14 +482,35 @@ func (p *proc) relay(a *Attachment, r *request, record bool) {
 }
 
 // tracks reports whether the multiplexer keeps a record of r while it is at the server: a
-// server/discover (its answer says the server's era), and a request during which the server
-// may ask its client (era.InputMethods), at a server not known to be modern (turns.go: a
-// legacy server's question is routed by what is in flight). Any other request is recorded by
-// its session's in-flight table alone: its answer, progress and cancellation go by its ID's
-// space, and what it leaves behind (a task) is found in the sessions' tables (Feed.OwnsTask).
-// Callers hold p.mu.
+// request during which the server may ask its client (era.InputMethods), at a server not
+// known to be modern (turns.go: a legacy server's question is routed by what is in flight).
+// Any other request is recorded by its session's in-flight table alone: its answer, progress
+// and cancellation go by its ID's space, and what it leaves behind (a task) is found in the
+// sessions' tables (Feed.OwnsTask). Callers hold p.mu.
 func (p *proc) tracks(r *request) bool {
-	return r.method == "server/discover" || !(p.eraKnown && p.eraSeen == era.Modern) && r.askKey() != ""
+	return !(p.eraKnown && p.eraSeen == era.Modern) && r.askKey() != ""
+}
+
+// settled takes the era a session's handshake found the process to speak (the core's probe,
+// Attachment.Settled): the sessions that attach after it are told it (a legacy process is not
+// probed again), and find, the turns, the listens and the merged requests go by it. The first
+// said counts, but for a modern one after a legacy one: a process that answered
+// server/discover is modern, where one taken for legacy may only have been slow to answer.
+func (p *proc) settled(e era.Era) {
+	p.mu.Lock()
+	if !p.eraKnown || e == era.Modern {
+		p.eraSeen, p.eraKnown = e, true
+	}
+	p.mu.Unlock()
+	p.decide.Do(func() { close(p.decided) })
+}
+
+// knownEra is the era a session's handshake found the process to speak; ok is false before one
+// did.
+func (p *proc) knownEra() (e era.Era, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eraSeen, p.eraKnown
 }
 
 // clientNotification takes a session's notification for the server (line: as it wrote it);
@@ -620,20 +652,9 @@ func (p *proc) answer(m *jsonrpc.Response) {
 	}
 	p.forget(did, c)
 	var waiters []*waiting
-	if c.record || c.method == "server/discover" {
-		p.decide.Do(func() { close(p.decided) })
-	}
-	switch {
-	case c.record:
+	if c.record {
 		p.init = &recorded{result, m.Error}
 		waiters, p.initWait = p.initWait, nil
-		if m.Error == nil && !p.eraKnown {
-			p.eraSeen, p.eraKnown = era.Legacy, true
-		}
-	case c.method == "server/discover" && m.Error == nil && !p.eraKnown:
-		if _, why := era.ReadDiscover(result); why == "" {
-			p.eraSeen, p.eraKnown = era.Modern, true
-		}
 	}
 	next := p.next()
 	p.mu.Unlock()
@@ -859,7 +880,11 @@ func (p *proc) detach(a *Attachment) {
 	if empty {
 		p.startLinger()
 	}
+	unsettled := p.unsettled()
 	p.mu.Unlock()
+	if unsettled {
+		p.decide.Do(func() { close(p.decided) })
+	}
 	p.sendAll(next)
 	for _, uri := range unsubs {
 		p.ownRequest("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
