@@ -583,7 +583,8 @@ func TestFaultShareEraOnce(t *testing.T) {
 }
 
 // A task's status notifications go to the session whose call created the task (its table owns
-// the task), and never to another session of the server.
+// the task), and never to another session of the server; tasks/list lists the session's own
+// tasks, as unshared, although the server lists every session's on its one connection.
 func TestFaultShareTasks(t *testing.T) {
 	dir := shareDir(t)
 	tag := newTag(t)
@@ -617,6 +618,32 @@ func TestFaultShareTasks(t *testing.T) {
 			t.Errorf("s%d got a message of s%d's task: %s", 1-i, i, m.Line)
 		default:
 		}
+	}
+	// s1's task, still working as s0 lists the tasks: not in s0's list, and its status is
+	// s1's, though s0 is the first session attached.
+	m := ss[1].call("tools/call", `{"name":"a:task_sleep","arguments":{"ms":1000},"task":{"ttl":60000}}`)
+	var r struct{ Task struct{ TaskID string } }
+	if json.Unmarshal(m.Result, &r); r.Task.TaskID == "" {
+		t.Fatalf("s1 creating a task: %s", m.Line)
+	}
+	var lists [2]struct{ Tasks []struct{ TaskID string } }
+	for i, s := range ss {
+		m := s.call("tasks/list", `{}`)
+		if json.Unmarshal(m.Result, &lists[i]); m.Error != nil {
+			t.Fatalf("s%d tasks/list: %s", i, m.Line)
+		}
+	}
+	if n0, n1 := len(lists[0].Tasks), len(lists[1].Tasks); n0 != 1 || n1 != 2 {
+		t.Errorf("tasks/list: s0 got %d tasks (want its 1), s1 %d (want its 2): %+v", n0, n1, lists)
+	}
+	if note := nextNote(t, ss[1], "the status of s1's second task"); !strings.Contains(string(note.Line), `"taskId":"`+r.Task.TaskID+`"`) {
+		t.Errorf("s1's second task's status: %s", note.Line)
+	}
+	ss[0].call("tools/call", `{"name":"a:echo","arguments":{}}`)
+	select {
+	case m := <-ss[0].notes:
+		t.Errorf("s0 got a message of s1's task: %s", m.Line)
+	default:
 	}
 	for _, s := range ss {
 		s.in.Close()

@@ -113,8 +113,9 @@ func (f *serverFeed) Message(msg jsonrpc.Message, more bool) {
 // Flush writes what the messages of a burst held.
 func (f *serverFeed) Flush() { f.s.conn.EndBurst() }
 
-// OwnsTask reports whether the session's table has the server's task id as its own.
-func (f *serverFeed) OwnsTask(id string) bool { return f.a.inflight.task(id) == f.s }
+// OwnsTask reports whether a request of the session's created the server's task id (a
+// tasks/list names the tasks of every session of a shared server).
+func (f *serverFeed) OwnsTask(id string) bool { return f.a.inflight.madeBy(id, f.s) }
 
 // End takes the end of the server's output.
 func (f *serverFeed) End() {
@@ -151,7 +152,7 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 // complete hands the answer to c (from s, its receiver) to whoever waits for it.
 func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage) {
 	if c.task && errObj == nil {
-		a.inflight.setTask(era.TaskID(result), s)
+		a.inflight.madeTask(era.TaskID(result), s)
 	}
 	if c.own() {
 		c.done(result, errObj)

@@ -284,7 +284,9 @@ func (se *session) setLevel(req *jsonrpc.Request) {
 }
 
 // listTasks answers tasks/list with the tasks of every server that lists them, every page of
-// each, in one page.
+// each, in one page. A session hosted by the shared process gets its own tasks alone: a server
+// it shares lists those of every session on its one connection, where unshared it would list
+// this session's.
 func (se *session) listTasks(req *jsonrpc.Request) {
 	var targets []*server
 	if se.a.tasksCaps != nil {
@@ -311,11 +313,19 @@ func (se *session) listTasks(req *jsonrpc.Request) {
 				}
 				return
 			}
+			var mine []json.RawMessage
 			for _, t := range tasks {
 				id, _ := rawjson.StringMember(t, "taskId")
+				if se.a.opts.Hosted {
+					if se.a.inflight.madeBy(id, s) {
+						mine = append(mine, t)
+					}
+					continue
+				}
 				se.a.inflight.setTask(id, s)
+				mine = append(mine, t)
 			}
-			found[i] = tasks
+			found[i] = mine
 		}
 	}, func() (json.RawMessage, json.RawMessage) {
 		return encodeList("tasks", slices.Concat(found...)), nil

@@ -144,6 +144,9 @@ type table struct {
 	byToken   map[tokenKey]*call
 	held      map[*call]struct{} // the client's calls held for a key
 	tasks     map[string]*server // the server that owns each task, by task ID
+	// made are the tasks an answer to a request of the session's created (madeTask), by task
+	// ID: the session's own where a server is shared, whose tasks/list lists every session's.
+	made map[string]bool
 	// suspended are the client's requests waiting for its retry, by suspension ID
 	// (suspend.go).
 	suspended map[string]*suspension
@@ -164,7 +167,7 @@ const (
 // pass as written).
 func newTable(space string) *table {
 	t := &table{space: space, ownTokens: space != "", byTo: map[string]*call{}, byFrom: map[fromKey]*call{},
-		byToken: map[tokenKey]*call{}, held: map[*call]struct{}{}, tasks: map[string]*server{}, suspended: map[string]*suspension{}}
+		byToken: map[tokenKey]*call{}, held: map[*call]struct{}{}, tasks: map[string]*server{}, made: map[string]bool{}, suspended: map[string]*suspension{}}
 	if space == "" {
 		t.space = idPrefix
 	}
@@ -304,6 +307,13 @@ func (t *table) cancelled(sender *server, id jsonrpc.ID) *call {
 	return c
 }
 
+// holdsFrom reports whether the table has a call that sender sent as id.
+func (t *table) holdsFrom(sender *server, id jsonrpc.ID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byFrom[fromKey{sender, id}] != nil
+}
+
 // progress returns the call in flight to receiver with the progress token (as written in a
 // notification); nil when receiver was given no such token.
 func (t *table) progress(receiver *server, token []byte) *call {
@@ -361,6 +371,7 @@ func (t *table) sweep(s *server) []*call {
 	for id, owner := range t.tasks {
 		if owner == s {
 			delete(t.tasks, id)
+			delete(t.made, id)
 		}
 	}
 	return gone
@@ -429,6 +440,28 @@ func (t *table) setTask(id string, s *server) {
 	if s.gate != gateClosed {
 		t.tasks[id] = s
 	}
+}
+
+// madeTask notes that s owns the task id, which an answer to a request of the session's
+// created.
+func (t *table) madeTask(id string, s *server) {
+	if id == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.gate != gateClosed {
+		t.tasks[id] = s
+		t.made[id] = true
+	}
+}
+
+// madeBy reports whether the task id of s was created by a request of the session's
+// (madeTask).
+func (t *table) madeBy(id string, s *server) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.made[id] && t.tasks[id] == s
 }
 
 // task returns the server that owns the task id; nil when none is known.
