@@ -194,6 +194,18 @@ func TestFaultShareSessionFault(t *testing.T) {
 	}
 	serving("another session's panic in the handling of a server's message")
 
+	// One in the handling of a server's request (a question asked during the session's call):
+	// the server is answered with an error, and does not wait for good.
+	t.Setenv("MCP_SIMPLE_AGGREGATOR_FAULT_PANIC", "roots/list")
+	asking := shareSession(t, path)
+	asking.send("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`)
+	asking.waitExit()
+	if code := asking.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("the session whose handling of a server's request panicked exited with %d, want 1", code)
+	}
+	waitSaid(t, other, `[a] fixture: the question "ask-1" was answered with the error {"code":-32603,"message":"Internal error: the session that was asked stopped using the server`, 1)
+	serving("another session's panic in the handling of a server's request")
+
 	bad.in.Close()
 	other.in.Close()
 	nothingShared(t, dir, tag)

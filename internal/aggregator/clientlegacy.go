@@ -46,7 +46,8 @@ func (l legacyClient) serverRequest(s *server, m *jsonrpc.Request) {
 	c := &call{from: s, fromID: m.ID, method: m.Method, doing: m.Method}
 	newToken, res := se.a.inflight.add(c, tokenOf(m.Params))
 	if res != addOK {
-		return // its server went down meanwhile: nobody waits for the answer
+		se.a.notTaken(s, m.ID) // its server went down (for the session) meanwhile
+		return
 	}
 	se.writeClient(stdio.Request(c.toID, c.method, withToken(m.Params, newToken)))
 }

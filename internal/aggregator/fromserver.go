@@ -98,12 +98,18 @@ type serverFeed struct {
 // alone, as one in readServer does: the goroutine is the shared process's, serving others.
 func (f *serverFeed) Message(msg jsonrpc.Message, more bool) {
 	if f.ended {
+		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+			f.a.notTaken(f.s, r.ID) // after a fault ended the session
+		}
 		return
 	}
 	defer func() {
 		if v := recover(); v != nil {
 			f.a.contained("the handling of server "+strconv.Quote(f.s.key)+"'s messages", v)
 			f.End()
+			if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && !f.a.inflight.holdsFrom(f.s, r.ID) {
+				f.a.notTaken(f.s, r.ID) // the table never had it: endCalls does not answer it
+			}
 		}
 	}()
 	f.s.conn.Given(more)

@@ -524,13 +524,14 @@ func (a *Aggregator) retire(s *server, why, then string) {
 // requests that reached the client are cancelled there for reason. The gate of s closes first.
 // A process that goes on for other sessions (a shared process's) is told too, since the table
 // is the only record of the session's work with it: what it has of the session's is cancelled
-// at it, apart from its handshake (initialize "MUST NOT be cancelled", and other sessions wait
-// for its answer), and its requests to the client are answered with an error.
+// at it, but initialize ("MUST NOT be cancelled", and other sessions wait for its answer), and
+// its requests to the client are answered with an error (as is one that comes after the sweep:
+// notTaken).
 func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, reason string) {
 	tell := s.goesOn()
 	for _, c := range a.inflight.sweep(s) {
 		if c.to == s {
-			if tell && c.stage == sent && c.method != "initialize" && c.method != "server/discover" {
+			if tell && c.stage == sent && c.method != "initialize" {
 				s.conn.Send(nil, stdio.Cancelled(c.toID, "the session that asked stopped using the server")...)
 			}
 			a.failWith(c, errFor(c))
@@ -540,8 +541,16 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 			a.client.toClient(stdio.Cancelled(c.toID, reason))
 		}
 		if tell {
-			s.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, rpcError(jsonrpc.CodeInternalError, nil,
-				"Internal error: the session that was asked stopped using the server; the request came through mcp-simple-aggregator's shared process"))...)
+			s.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, askedGone())...)
 		}
+	}
+}
+
+// notTaken answers a server's request that the session cannot take (the gate of s closed: the
+// session stops using it), when its process goes on for other sessions and would otherwise wait
+// for the answer for good; a process that goes down waits for nothing.
+func (a *Aggregator) notTaken(s *server, id jsonrpc.ID) {
+	if s.goesOn() {
+		s.conn.Send(nil, stdio.Response(stdio.IDJSON(id), nil, askedGone())...)
 	}
 }

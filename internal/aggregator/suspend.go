@@ -80,7 +80,8 @@ type pending struct {
 func (se *session) inputRequest(s *server, m *jsonrpc.Request) {
 	pc := &call{from: s, fromID: m.ID, method: m.Method, doing: m.Method}
 	if _, res := se.a.inflight.add(pc, nil); res != addOK {
-		return // its server went down meanwhile
+		se.a.notTaken(s, m.ID) // its server went down (for the session) meanwhile
+		return
 	}
 	c := se.a.inflight.attribute(s)
 	if c == nil {

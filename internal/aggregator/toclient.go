@@ -110,7 +110,8 @@ func (se *session) toClientRequest(s *server, m *jsonrpc.Request) {
 		c := &call{from: s, fromID: m.ID, method: m.Method, doing: m.Method, stage: inQueue}
 		newToken, res := se.a.inflight.add(c, tokenOf(m.Params))
 		if res != addOK {
-			return // its server went down meanwhile: nobody waits for the answer
+			se.a.notTaken(s, m.ID) // its server went down (for the session) meanwhile
+			return
 		}
 		params := withToken(m.Params, newToken)
 		if held, refused := se.queue.hold([][]byte{params}, c); held {

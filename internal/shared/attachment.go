@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // An attachment is one hosted session's use of a shared server process, with no pipe or
@@ -187,12 +188,19 @@ func (a *Attachment) Feed(r aggregator.Feed) {
 }
 
 // deliver hands the session a message of the server's; more says another message of the
-// server's follows at once (the multiplexer then calls flush).
+// server's follows at once (the multiplexer then calls flush). A request of the server's that
+// comes once the session's use of the process ended (routed to it just before) is answered with
+// an error: the server would wait for it for good.
 func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
 	a.rmu.Lock()
 	defer a.rmu.Unlock()
 	if a.recv != nil && !a.ended {
 		a.recv.Message(msg, more)
+		return
+	}
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+		a.p.conn.Send(nil, stdio.Response(stdio.IDJSON(r.ID), nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil,
+			"Internal error: the session that was asked ended; the request came through mcp-simple-aggregator's shared process"))...)
 	}
 }
 

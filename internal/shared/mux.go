@@ -843,10 +843,13 @@ func (p *proc) subscribe(a *Attachment, uri string, on bool) bool {
 	return false
 }
 
-// detach ends a session's use of the process: what the multiplexer tracks of its requests is
-// forgotten (the session cancelled them at the server, and answered the server's requests to
-// it, from its table: aggregator's endCalls), its subscriptions and level released; the
-// process is kept for the linger when no session is left.
+// detach ends a session's use of the process: its subscriptions and level are released, and
+// the process is kept for the linger when no session is left. The session cancelled its
+// requests at the server, and answered the server's requests to it, from its table
+// (aggregator's endCalls, and notTaken for those that came after); what the multiplexer still
+// tracks of its requests reached the server after those cancellations (or the session ended
+// without them), and is cancelled here, so that no question of a request nobody waits for is
+// taken for another session's.
 func (p *proc) detach(a *Attachment) {
 	p.mu.Lock()
 	i := slices.Index(p.atts, a)
@@ -859,9 +862,10 @@ func (p *proc) detach(a *Attachment) {
 	if p.users[a.session]--; p.users[a.session] <= 0 {
 		delete(p.users, a.session)
 	}
-	var unsubs []string
+	var cancels, unsubs []string
 	for did, c := range p.calls {
 		if c.a == a && !c.record {
+			cancels = append(cancels, did)
 			p.forget(did, c)
 		}
 	}
@@ -884,6 +888,9 @@ func (p *proc) detach(a *Attachment) {
 	p.mu.Unlock()
 	if unsettled {
 		p.decide.Do(func() { close(p.decided) })
+	}
+	for _, did := range cancels {
+		p.conn.Send(nil, stdio.Cancelled(did, "the session that asked ended")...)
 	}
 	p.sendAll(next)
 	for _, uri := range unsubs {

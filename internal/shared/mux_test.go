@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Routing between the sessions of one server process: each session speaks to it as to a
@@ -161,6 +163,49 @@ func TestMuxCancelUntracked(t *testing.T) {
 	if len(got.IDs) != 1 || got.IDs[0] != p1.wire(`5`) {
 		t.Errorf("the server's cancellations: %q, want s1's own alone", got.IDs)
 	}
+}
+
+// What the multiplexer still tracks of a session's requests when it detaches (a request that
+// reached the server after the session's own cancellations, or a session that ended without
+// them) is cancelled at the server; the other session's request, at the server with it, is
+// answered.
+func TestMuxDetachCancels(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	p1.send(`5`, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
+	other := p2.send(`5`, "tools/call", `{"name":"sleep","arguments":{"ms":1000}}`)
+	p2.tool(`6`, "echo", `{}`) // s2's call is at the server
+	p1.a.Stop(0)
+	var got struct{ IDs []string }
+	waitFor(t, "the detached session's call cancelled at the server", func() bool {
+		_ = json.Unmarshal(p2.tool(`2`, "cancelled", `{}`), &got)
+		return len(got.IDs) > 0
+	})
+	if m := p2.await(other, "answer to s2's sleep"); !strings.Contains(string(m.Result), "slept 1000 ms") {
+		t.Errorf("s2's call: %s", m.line)
+	}
+	if len(got.IDs) != 1 || got.IDs[0] != p1.wire(`5`) {
+		t.Errorf("the server's cancellations: %q, want the detached session's call alone", got.IDs)
+	}
+}
+
+// A server's request routed to a session just as its use of the process ended (handed to it
+// after it) is answered with an error: the server does not wait for it for good.
+func TestMuxRequestAfterEnd(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	p1.send(`1`, "tools/call", `{"name":"ask","arguments":{"method":"roots/list"}}`)
+	req := p1.await(p1.requests, "the server's request")
+	p1.a.Stop(0)
+	var raw any
+	_ = json.Unmarshal(req.ID, &raw)
+	id, _ := jsonrpc.MakeID(raw)
+	p1.a.deliver(&jsonrpc.Request{ID: id, Method: req.Method}, false) // as the reader would, routed before the end
+	waitFor(t, "the server's question answered", func() bool {
+		return strings.Contains(p2.stderr.String(), `fixture: the question `+string(req.ID)+` was answered with the error {"code":-32603,"message":"Internal error: the session that was asked ended`)
+	})
 }
 
 // A request whose ID or progress token is not of its session's space (which would take what
