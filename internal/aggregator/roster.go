@@ -351,6 +351,12 @@ func (a *Aggregator) drain(sl *slot, removing bool, why string) (*server, <-chan
 	defer r.mu.Unlock()
 	a.stopTimer(sl)
 	s := sl.proc
+	var idle <-chan struct{}
+	if s != nil {
+		// The gate first (under roster.mu: the draining decision and the state agree): once the
+		// state says draining (the log says so), no call of the client's reaches s.
+		idle = a.inflight.drain(s)
+	}
 	a.move(sl, draining, why)
 	sl.removing = removing
 	if removing {
@@ -362,10 +368,7 @@ func (a *Aggregator) drain(sl *slot, removing bool, why string) (*server, <-chan
 	if a.catalog.Load() != nil {
 		_ = a.publish() // leaving a server out cannot make names collide
 	}
-	if s == nil {
-		return nil, nil
-	}
-	return s, a.inflight.drain(s) // under roster.mu: the draining decision and the state agree
+	return s, idle
 }
 
 // remove takes a drained key out of the roster, unless a later reload took it back.
