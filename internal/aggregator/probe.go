@@ -32,8 +32,20 @@ const defaultProbeTimeout = 2 * time.Second
 // initialize (respawn): some legacy servers exit on an unknown method ("rmcp servers exit on
 // it", go-sdk issue #1177, docs/protocol-eras.md §3), and the rule asks for a fallback to
 // initialize, which such a process cannot take any more. On failure it names the request that
-// failed.
+// failed. A shared process's process is told a modern era before its handshake (its listen is
+// taken apart by the era), a legacy one once initialize succeeded: a probe that timed out may
+// yet be answered (the late path), and a legacy era told too soon would keep the sessions after
+// from probing a modern server.
 func (a *Aggregator) settleEra(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
+	stage, err = a.settleSide(ctx, s, params)
+	if err == nil {
+		a.tellEra(s)
+	}
+	return stage, err
+}
+
+// settleSide is settleEra, but for telling a shared process's process a legacy era.
+func (a *Aggregator) settleSide(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
 	known, isKnown, why := a.knownEra(s)
 	if isKnown && known == era.Legacy {
 		s.log.Debug("era: legacy (" + why + "; not probed)")
@@ -86,13 +98,20 @@ func (a *Aggregator) knownEra(s *server) (e era.Era, ok bool, why string) {
 	return sl.era, true, "its last process served in the legacy era"
 }
 
-// settle makes s be spoken to as side says, the era its handshake settled; a shared process's
-// is told it before anything of the era is sent (a modern server's listen, which the shared
-// process takes apart only for a server it knows to be modern).
+// settle makes s be spoken to as side says; a shared process's process is told a modern era at
+// once, before anything of the era is sent (its listen, which the shared process takes apart
+// only for a server it knows to be modern).
 func (a *Aggregator) settle(s *server, side serverSide) {
 	s.setSide(side)
+	if side.era() == era.Modern {
+		a.tellEra(s)
+	}
+}
+
+// tellEra tells a shared process's process the era s is spoken to in.
+func (a *Aggregator) tellEra(s *server) {
 	if f, fed := s.proc.(Fed); fed {
-		f.Settled(side.era())
+		f.Settled(s.side().era())
 	}
 }
 

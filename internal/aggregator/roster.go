@@ -550,10 +550,14 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 }
 
 // notTaken answers a server's request that the session cannot take (the gate of s closed: the
-// session stops using it), when its process goes on for other sessions and would otherwise wait
-// for the answer for good; a process that goes down waits for nothing.
+// session stops using it; a fault ended the session) when its process is a shared process's,
+// which goes on for other sessions and would otherwise wait for the answer for good; a process
+// of the session's own goes down, and waits for nothing.
 func (a *Aggregator) notTaken(s *server, id jsonrpc.ID) {
-	if s.goesOn() {
-		s.conn.Send(nil, stdio.Response(stdio.IDJSON(id), nil, askedGone())...)
+	s.procMu.Lock()
+	proc := s.proc
+	s.procMu.Unlock()
+	if f, fed := proc.(Fed); fed {
+		f.Refuse(id, askedGone())
 	}
 }

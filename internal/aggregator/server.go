@@ -137,6 +137,10 @@ type Fed interface {
 	// Settled tells the process the era the session's handshake found it to speak: the
 	// sessions after it are told it (Era), and the process's multiplexer routes by it.
 	Settled(e era.Era)
+	// Refuse answers the server's request id with the error errObj, for a session that cannot
+	// take it any more: written to the process itself, since the session's connection to it
+	// may be closed already.
+	Refuse(id jsonrpc.ID, errObj json.RawMessage)
 }
 
 // A Feed is the session's side of a Fed process: it takes the server's messages for the

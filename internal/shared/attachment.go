@@ -133,8 +133,9 @@ func (d *daemon) attach(w want) (p *proc, joined bool, err error) {
 	p = d.find(w)
 	if q := d.undecided(w); p == nil && q != nil {
 		// A process of the same entry, started for another client, whose era is not known yet:
-		// a modern one is for every client. Its first answer says (within its start-up, which
-		// a process of this session's own would take as well).
+		// a modern one is for every client. The probe of the session that started it says
+		// (proc.settled; within its start-up, which a process of this session's own would take
+		// as well), or that session's end without it.
 		d.mu.Unlock()
 		select {
 		case <-q.decided:
@@ -199,9 +200,16 @@ func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
 		return
 	}
 	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
-		a.p.conn.Send(nil, stdio.Response(stdio.IDJSON(r.ID), nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil,
-			"Internal error: the session that was asked ended; the request came through mcp-simple-aggregator's shared process"))...)
+		a.Refuse(r.ID, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil,
+			"Internal error: the session that was asked ended; the request came through mcp-simple-aggregator's shared process"))
 	}
+}
+
+// Refuse answers the server's request id with the error errObj, for a session that cannot take
+// it (its use of the process ending, or ended): written to the server as the multiplexer's own,
+// whatever the session's connection to it is; nothing when the process ended.
+func (a *Attachment) Refuse(id jsonrpc.ID, errObj json.RawMessage) {
+	a.p.conn.Send(nil, stdio.Response(stdio.IDJSON(id), nil, errObj)...)
 }
 
 // Era is the era a session's handshake found the process to speak; ok is false before one did.

@@ -375,11 +375,11 @@ func (p *peer) tool(id, name, args string) json.RawMessage {
 // initialize initializes the server with protocol version v, as client name.
 func (p *peer) initialize(v, name string) message {
 	p.t.Helper()
-	p.a.Settled(era.Legacy) // as the session's aggregator does once it is to initialize (settle)
 	m := p.call(`"init"`, "initialize", `{"protocolVersion":"`+v+`","capabilities":{"roots":{}},"clientInfo":{"name":"`+name+`","version":"1"}}`)
 	if m.Error != nil {
 		p.t.Fatalf("%s: initialize: %s", p.name, m.line)
 	}
+	p.a.Settled(era.Legacy) // as the session's aggregator does once initialize succeeded (tellEra)
 	p.write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return m
 }

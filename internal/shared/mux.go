@@ -492,13 +492,13 @@ func (p *proc) tracks(r *request) bool {
 }
 
 // settled takes the era a session's handshake found the process to speak (the core's probe,
-// Attachment.Settled): the sessions that attach after it are told it (a legacy process is not
-// probed again), and find, the turns, the listens and the merged requests go by it. The first
-// said counts, but for a modern one after a legacy one: a process that answered
-// server/discover is modern, where one taken for legacy may only have been slow to answer.
+// Attachment.Settled: a modern one before its handshake, a legacy one once initialize
+// succeeded): the sessions that attach after it are told it (a legacy process is not probed
+// again), and find, the turns, the listens and the merged requests go by it. The first said
+// counts.
 func (p *proc) settled(e era.Era) {
 	p.mu.Lock()
-	if !p.eraKnown || e == era.Modern {
+	if !p.eraKnown {
 		p.eraSeen, p.eraKnown = e, true
 	}
 	p.mu.Unlock()
