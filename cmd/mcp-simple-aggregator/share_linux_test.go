@@ -582,6 +582,34 @@ func TestFaultShareEraOnce(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
+// A legacy era is the process's only once initialize succeeded: a probe that timed out may yet
+// be answered, so a session whose server did not answer it, and then failed initialize, leaves
+// the era unknown, and the next session of the process probes it again.
+func TestFaultShareEraUnconfirmed(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-discover", "silent", "-hang-at-start")+`}}`)
+	// The linger keeps the process for the second session, and ends it after.
+	flags := []string{"--config", path, "--share", "--linger", "3s", "--debug", "--probe-timeout", "200ms", "--startup-timeout", "1s"}
+	var ss [2]*peer
+	for i := range ss {
+		ss[i] = startPeer(t, aggBinary, flags...)
+		if m := ss[i].call("initialize", shareInit); !strings.Contains(string(m.Error), "did not finish initialize within the start-up timeout") {
+			t.Fatalf("session %d's initialize: %s", i, m.Line)
+		}
+		if n := len(taggedProcs(tag)); n != 1 {
+			t.Fatalf("%d server processes, want the one both sessions use", n)
+		}
+	}
+	if log := ss[1].stderr.String(); strings.Contains(log, "not probed") || !strings.Contains(log, "era: legacy (no answer to server/discover within 200ms)") {
+		t.Errorf("the second session did not probe the server whose era the first did not confirm:\n%s", log)
+	}
+	for _, s := range ss {
+		s.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
 // A task's status notifications go to the session whose call created the task (its table owns
 // the task), and never to another session of the server; tasks/list lists the session's own
 // tasks, as unshared, although the server lists every session's on its one connection.
