@@ -50,8 +50,9 @@ import (
 //
 // A session that stops using the process cancels its requests at the server and answers the
 // server's requests to it with an error itself, from its table (aggregator's endCalls); the
-// multiplexer then releases its subscriptions and level, and keeps the process for the
-// others, or for the linger.
+// multiplexer then cancels what it still tracks of the session's (what reached the server
+// after), releases its subscriptions and level, and keeps the process for the others, or for
+// the linger.
 
 // proc is a shared server process.
 type proc struct {
@@ -106,7 +107,6 @@ type proc struct {
 // relayed is a session's request at the server that the multiplexer tracks (proc.tracks).
 type relayed struct {
 	a         *Attachment
-	method    string
 	record    bool   // the first initialize: its answer is recorded
 	key       string // what asks, for turns.go: "" for a request that cannot be asked during
 	asks      bool   // it is of the requests known to ask, and counted in proc.asking
@@ -473,7 +473,7 @@ func (p *proc) hasRecording() bool {
 // unlocks p.mu.
 func (p *proc) relay(a *Attachment, r *request, record bool) {
 	if record || p.tracks(r) {
-		c := &relayed{a: a, method: r.method, record: record}
+		c := &relayed{a: a, record: record}
 		p.calls[r.id] = c
 		p.began(c, r.askKey())
 	}
