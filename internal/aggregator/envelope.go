@@ -59,11 +59,6 @@ func resourceNotFound(uri, why string) json.RawMessage {
 	return rpcError(era.CodeResourceNotFound, data, "Resource not found: %s: %s", uri, why)
 }
 
-// askedGone is the answer to a shared server's request whose session stopped using the server.
-func askedGone() json.RawMessage {
-	return rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the session that was asked stopped using the server; the request came through mcp-simple-aggregator's shared process")
-}
-
 // serverGone is the answer to a request whose server went down or cannot be written to; then
 // says what follows for the server ("; it is restarted in 1s").
 func serverGone(c *call, key, why, then string) json.RawMessage {

@@ -201,7 +201,7 @@ func (a *Aggregator) serverRequest(s *server, m *jsonrpc.Request) {
 		return
 	}
 	if _, ok := era.ServerRequests[m.Method]; !ok {
-		s.conn.Send(nil, stdio.Response(stdio.IDJSON(m.ID), nil, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))...)
+		s.refuse(m.ID, methodNotFound("%s is not a request a server may send through mcp-simple-aggregator", m.Method))
 		return
 	}
 	a.client.toClientRequest(s, m)

@@ -84,7 +84,7 @@ func (a *Aggregator) settleSide(ctx context.Context, s *server, params json.RawM
 // a shared process's whose era a session settled, else the era the last process of the entry
 // of s served in, when one did.
 func (a *Aggregator) knownEra(s *server) (e era.Era, ok bool, why string) {
-	if f, fed := s.proc.(Fed); fed {
+	if f := s.fed(); f != nil {
 		if e, ok := f.Era(); ok {
 			return e, true, "the shared process's process spoke it to a session before"
 		}
@@ -110,7 +110,7 @@ func (a *Aggregator) settle(s *server, side serverSide) {
 
 // tellEra tells a shared process's process the era s is spoken to in.
 func (a *Aggregator) tellEra(s *server) {
-	if f, fed := s.proc.(Fed); fed {
+	if f := s.fed(); f != nil {
 		f.Settled(s.side().era())
 	}
 }

@@ -535,7 +535,7 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 	for _, c := range a.inflight.sweep(s) {
 		if c.to == s {
 			if tell && c.stage == sent && c.method != "initialize" {
-				s.conn.Send(nil, stdio.Cancelled(c.toID, "the session that asked stopped using the server")...)
+				s.conn.Send(nil, stdio.Cancelled(c.toID, SessionGone)...)
 			}
 			a.failWith(c, errFor(c))
 			continue
@@ -544,7 +544,7 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 			a.client.toClient(stdio.Cancelled(c.toID, reason))
 		}
 		if tell {
-			s.conn.Send(nil, stdio.Response(stdio.IDJSON(c.fromID), nil, askedGone())...)
+			a.notTaken(s, c.fromID)
 		}
 	}
 }
@@ -554,10 +554,7 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 // which goes on for other sessions and would otherwise wait for the answer for good; a process
 // of the session's own goes down, and waits for nothing.
 func (a *Aggregator) notTaken(s *server, id jsonrpc.ID) {
-	s.procMu.Lock()
-	proc := s.proc
-	s.procMu.Unlock()
-	if f, fed := proc.(Fed); fed {
-		f.Refuse(id, askedGone())
+	if f := s.fed(); f != nil {
+		f.Refuse(id, AskedGone())
 	}
 }

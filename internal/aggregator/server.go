@@ -129,6 +129,7 @@ type Piped interface {
 // for every session that uses it and hands each its own (serverFeed). Input is where the
 // server's messages are written (a stdio.InlineWriter); Feed begins the handing over.
 type Fed interface {
+	Process
 	Input() io.WriteCloser
 	Feed(f Feed)
 	// Era is the era a session's handshake found the process to speak (Settled); ok is false
@@ -143,13 +144,23 @@ type Fed interface {
 	Refuse(id jsonrpc.ID, errObj json.RawMessage)
 }
 
+// SessionGone is the reason a shared server is given for the cancellation of a request whose
+// session stopped using it.
+const SessionGone = "the session that asked stopped using the server"
+
+// AskedGone is the answer to a shared server's request whose session stopped using the server
+// (or never could take it).
+func AskedGone() json.RawMessage {
+	return rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the session that was asked stopped using the server; the request came through mcp-simple-aggregator's shared process")
+}
+
 // A Feed is the session's side of a Fed process: it takes the server's messages for the
 // session, and says what of the server's the session's in-flight table holds that the
 // process's reader routes by, so that the reader keeps no second record of it.
 type Feed interface {
 	stdio.Receiver
 	// OwnsTask reports whether the task id of the server's is the session's: a request of the
-	// session's created it (table.task).
+	// session's created it (table.madeBy).
 	OwnsTask(id string) bool
 }
 
@@ -510,21 +521,39 @@ func (s *server) stop(grace time.Duration) {
 	close(s.stopped) // stop is called once, by retire
 }
 
+// fed is the process of s when it is a shared process's (Fed); nil for a child of this
+// process.
+func (s *server) fed() Fed {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	f, _ := s.proc.(Fed)
+	return f
+}
+
 // goesOn reports whether the process of s goes on for other sessions once this one stops
 // using it: a shared process's that has not ended.
 func (s *server) goesOn() bool {
-	s.procMu.Lock()
-	proc := s.proc
-	s.procMu.Unlock()
-	if _, fed := proc.(Fed); !fed {
+	f := s.fed()
+	if f == nil {
 		return false
 	}
 	select {
-	case <-proc.Exited():
+	case <-f.Exited():
 		return false
 	default:
 		return true
 	}
+}
+
+// refuse answers a request of s with the error errObj: a shared process's through the process
+// itself (Fed.Refuse), as the session's connection to it may be closed already (it stops using
+// it); a child's on the connection.
+func (s *server) refuse(id jsonrpc.ID, errObj json.RawMessage) {
+	if f := s.fed(); f != nil {
+		f.Refuse(id, errObj)
+		return
+	}
+	s.conn.Send(nil, stdio.Response(stdio.IDJSON(id), nil, errObj)...)
 }
 
 // startHint adds what to do to an error from starting a program.

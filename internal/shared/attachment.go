@@ -200,8 +200,7 @@ func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
 		return
 	}
 	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
-		a.Refuse(r.ID, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil,
-			"Internal error: the session that was asked ended; the request came through mcp-simple-aggregator's shared process"))
+		a.Refuse(r.ID, aggregator.AskedGone())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/aggregator"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
@@ -32,10 +33,10 @@ import (
 //	                           recorded; the others are answered from it (a legacy server is
 //	                           initialized once: only sessions whose clients would send the
 //	                           same initialize share it, daemon.find)
-//	server/discover            of a server a session's probe found legacy (settled): answered
-//	                           Method not found, as the first probe was (a server may exit on
-//	                           a second one); the sessions after are not probed (Era), but one
-//	                           whose handshake began before may be
+//	server/discover            of a server known to be legacy (a session settled it): answered
+//	                           Method not found here (a server may exit on a second probe);
+//	                           the sessions after are not probed (Era), but one whose
+//	                           handshake began before may be
 //	logging/setLevel           the server is set to the most verbose level a session asked for;
 //	                           each session gets log messages at its own
 //	resources/(un)subscribe    once for every session that wants the resource; its updates go
@@ -51,8 +52,9 @@ import (
 // A session that stops using the process cancels its requests at the server and answers the
 // server's requests to it with an error itself, from its table (aggregator's endCalls); the
 // multiplexer then cancels what it still tracks of the session's (what reached the server
-// after), releases its subscriptions and level, and keeps the process for the others, or for
-// the linger.
+// after; an untracked request that did costs the server its work, and its answer is dropped),
+// releases its subscriptions and level, and keeps the process for the others, or for the
+// linger.
 
 // proc is a shared server process.
 type proc struct {
@@ -92,7 +94,7 @@ type proc struct {
 	listenParams json.RawMessage          // the latest session's listen, whose envelope the own one takes
 	eraSeen      era.Era                  // what a session's handshake found (settled)
 	eraKnown     bool
-	decided      chan struct{} // closed once a session's handshake settled its era, or no session will (detach, exit)
+	decided      chan struct{} // closed once a session's handshake settled its era, or no session will (detach, abandon, exit)
 	decide       sync.Once
 	init         *recorded   // the answer to the first initialize
 	initWait     []*waiting  // initializes that came while the first was at the server
@@ -890,7 +892,7 @@ func (p *proc) detach(a *Attachment) {
 		p.decide.Do(func() { close(p.decided) })
 	}
 	for _, did := range cancels {
-		p.conn.Send(nil, stdio.Cancelled(did, "the session that asked ended")...)
+		p.conn.Send(nil, stdio.Cancelled(did, aggregator.SessionGone)...)
 	}
 	p.sendAll(next)
 	for _, uri := range unsubs {
