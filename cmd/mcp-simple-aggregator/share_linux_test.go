@@ -214,15 +214,22 @@ type sharedClient struct {
 // shareInit is the initialize of shareClient's clients.
 const shareInit = `{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"elicitation":{},"roots":{"listChanged":true}},"clientInfo":{"name":"shared","version":"1"}}`
 
+// shareSessionAs starts a session with --share (and flags) whose client initializes with init.
+func shareSessionAs(t *testing.T, path, init string, flags ...string) *peer {
+	t.Helper()
+	agg := startPeer(t, aggBinary, append([]string{"--config", path, "--share", "--linger", "1s"}, flags...)...)
+	if m := agg.call("initialize", init); m.Error != nil {
+		t.Fatalf("initialize: %s", m.Line)
+	}
+	agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return agg
+}
+
 // shareClient starts a session with --share whose client is named name (the clients of one
 // test send the same initialize: the legacy server is theirs to share).
 func shareClient(t *testing.T, path, name string) *sharedClient {
 	t.Helper()
-	agg := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
-	if m := agg.call("initialize", shareInit); m.Error != nil {
-		t.Fatalf("initialize: %s", m.Line)
-	}
-	agg.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	agg := shareSessionAs(t, path, shareInit)
 	c := &sharedClient{peer: agg, name: name}
 	go func() {
 		for {
@@ -518,11 +525,7 @@ func TestFaultShareSessionEnds(t *testing.T) {
 	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
 	// s0's client sends what shareClient's do (the server is theirs to share), and answers
 	// nothing it is asked.
-	s0 := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
-	if m := s0.call("initialize", shareInit); m.Error != nil {
-		t.Fatalf("initialize: %s", m.Line)
-	}
-	s0.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s0 := shareSessionAs(t, path, shareInit)
 	s1 := shareClient(t, path, "s1")
 	if n := len(taggedProcs(tag)); n != 1 {
 		t.Fatalf("%d server processes for two sessions, want 1", n)
@@ -563,11 +566,7 @@ func TestFaultShareEraOnce(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("%d server processes, want 1", len(pids))
 	}
-	s1 := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s", "--debug")
-	if m := s1.call("initialize", shareInit); m.Error != nil {
-		t.Fatalf("initialize: %s", m.Line)
-	}
-	s1.writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s1 := shareSessionAs(t, path, shareInit, "--debug")
 	if m := s1.call("tools/call", `{"name":"a:echo","arguments":{"n":1}}`); !strings.Contains(string(m.Result), `{"n":1}`) {
 		t.Fatalf("s1's call: %s", m.Line)
 	}
@@ -619,11 +618,7 @@ func TestFaultShareTasks(t *testing.T) {
 	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-tasks")+`}}`)
 	var ss [2]*peer
 	for i := range ss {
-		ss[i] = startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
-		if m := ss[i].call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tasker","version":"1"}}`); m.Error != nil {
-			t.Fatalf("initialize: %s", m.Line)
-		}
-		ss[i].writeLine(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		ss[i] = shareSessionAs(t, path, `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tasker","version":"1"}}`)
 	}
 	if n := len(taggedProcs(tag)); n != 1 {
 		t.Fatalf("%d server processes for two sessions, want 1", n)

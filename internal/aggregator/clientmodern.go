@@ -164,7 +164,7 @@ func (*modernClient) taskStatus() bool { return false }
 func (m *modernClient) answered(c *call, result, errObj json.RawMessage) (json.RawMessage, json.RawMessage, bool) {
 	se := m.se
 	if errObj == nil && c.method == "tools/call" && se.offersTasksExtension() {
-		se.a.inflight.madeTask(era.TaskID(result), c.to) // CreateTaskResult is flat
+		se.a.inflight.setTask(era.TaskID(result), c.to, true) // CreateTaskResult is flat
 	}
 	if c.to.side().era() == era.Modern {
 		return result, errObj, false // it asks no input of its own: nothing is held

@@ -158,7 +158,7 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 // complete hands the answer to c (from s, its receiver) to whoever waits for it.
 func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage) {
 	if c.task && errObj == nil {
-		a.inflight.madeTask(era.TaskID(result), s)
+		a.inflight.setTask(era.TaskID(result), s, true)
 	}
 	if c.own() {
 		c.done(result, errObj)
@@ -251,7 +251,7 @@ func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
 // owns the task.
 func (a *Aggregator) serverTaskStatus(s *server, m *jsonrpc.Request) {
 	id, _ := rawjson.StringMember(m.Params, "taskId")
-	a.inflight.setTask(id, s)
+	a.inflight.setTask(id, s, false)
 	if side := a.client.side(); side == nil || side.taskStatus() {
 		a.client.toClient(stdio.Notification(m.Method, m.Params))
 	}

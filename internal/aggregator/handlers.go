@@ -322,7 +322,7 @@ func (se *session) listTasks(req *jsonrpc.Request) {
 					}
 					continue
 				}
-				se.a.inflight.setTask(id, s)
+				se.a.inflight.setTask(id, s, false)
 				mine = append(mine, t)
 			}
 			found[i] = mine

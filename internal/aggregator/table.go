@@ -144,7 +144,7 @@ type table struct {
 	byToken   map[tokenKey]*call
 	held      map[*call]struct{} // the client's calls held for a key
 	tasks     map[string]*server // the server that owns each task, by task ID
-	// made are the tasks an answer to a request of the session's created (madeTask), by task
+	// made are the tasks an answer to a request of the session's created (setTask), by task
 	// ID: the session's own where a server is shared, whose tasks/list lists every session's.
 	made map[string]bool
 	// suspended are the client's requests waiting for its retry, by suspension ID
@@ -430,8 +430,9 @@ func (t *table) wantsLog(s *server, params json.RawMessage) bool {
 	return false
 }
 
-// setTask notes that s owns the task id.
-func (t *table) setTask(id string, s *server) {
+// setTask notes that s owns the task id; made says that an answer to a request of the
+// session's created it (madeBy), rather than a listing or a status notification naming it.
+func (t *table) setTask(id string, s *server, made bool) {
 	if id == "" {
 		return
 	}
@@ -439,25 +440,14 @@ func (t *table) setTask(id string, s *server) {
 	defer t.mu.Unlock()
 	if s.gate != gateClosed {
 		t.tasks[id] = s
-	}
-}
-
-// madeTask notes that s owns the task id, which an answer to a request of the session's
-// created.
-func (t *table) madeTask(id string, s *server) {
-	if id == "" {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s.gate != gateClosed {
-		t.tasks[id] = s
-		t.made[id] = true
+		if made {
+			t.made[id] = true
+		}
 	}
 }
 
 // madeBy reports whether the task id of s was created by a request of the session's
-// (madeTask).
+// (setTask).
 func (t *table) madeBy(id string, s *server) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()

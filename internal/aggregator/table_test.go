@@ -144,8 +144,8 @@ func TestTableSweep(t *testing.T) {
 	for _, c := range []*call{toA, fromA, own, toB} {
 		tb.add(c, []byte(`"t"`))
 	}
-	tb.setTask("task-a", a)
-	tb.setTask("task-b", b)
+	tb.setTask("task-a", a, false)
+	tb.setTask("task-b", b, false)
 	gone := tb.sweep(a)
 	if len(gone) != 3 || tb.inFlight() != 1 {
 		t.Errorf("the sweep took %d calls and left %d; want 3 and 1", len(gone), tb.inFlight())
@@ -181,7 +181,7 @@ func TestTableSweep(t *testing.T) {
 	default:
 		t.Errorf("the drain of b was not signalled once it had nothing in flight")
 	}
-	tb.setTask("late", a)
+	tb.setTask("late", a, false)
 	if tb.task("late") != nil {
 		t.Errorf("a task of a server that is down was noted")
 	}
