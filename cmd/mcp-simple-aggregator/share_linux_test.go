@@ -409,6 +409,88 @@ func TestFaultShareRouting(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
+// What the sessions of a shared legacy server set up on it is merged by their cores
+// (aggregator.ProcessSetup): the server is set to the most verbose level a session asks for,
+// and stays there when the session that set it asks for less while another still asks for
+// more; a level that is none of the specification's is the server's to answer, as unshared,
+// and changes nothing; a session that ends releases its level and its subscriptions. s2 sets
+// no level: it gets every message the server logs, which says what it was set to.
+func TestFaultShareSetup(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	var ss []*peer
+	for range 3 {
+		ss = append(ss, shareSessionAs(t, path, shareInit))
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d server processes for three sessions, want 1", n)
+	}
+	setLevel := func(i int, level string) message {
+		return ss[i].call("logging/setLevel", `{"level":"`+level+`"}`)
+	}
+	for _, c := range []struct {
+		i     int
+		level string
+	}{{0, "debug"}, {1, "info"}, {0, "error"}} {
+		if m := setLevel(c.i, c.level); m.Error != nil {
+			t.Fatalf("s%d: setLevel %s: %s", c.i, c.level, m.Line)
+		}
+	}
+	if got, want := loggedLevels(t, ss[2]), []string{"info", "notice", "warning", "error", "critical", "alert", "emergency"}; !slices.Equal(got, want) {
+		t.Errorf("the server logged %q, want %q: set to the level of s0 (error), not of s1 (info)", got, want)
+	}
+	if m := setLevel(0, "loud"); !strings.Contains(string(m.Error), "unknown level loud") {
+		t.Errorf("a level none of the specification's: %s, want the server's error", m.Line)
+	}
+	// s1 asks for more, and subscribes; then it ends.
+	if m := setLevel(1, "debug"); m.Error != nil {
+		t.Fatalf("s1: setLevel debug: %s", m.Line)
+	}
+	if m := ss[1].call("resources/subscribe", `{"uri":"fixture://static/a"}`); m.Error != nil {
+		t.Fatalf("subscribe: %s", m.Line)
+	}
+	if got := loggedLevels(t, ss[2]); len(got) != 8 {
+		t.Errorf("the server logged %q after s1 asked for debug, want every level", got)
+	}
+	ss[1].in.Close()
+	// Its subscription is released after its level (aggregator.ProcessSetup.Leave).
+	waitFor(t, "the release of s1's subscription", func() bool {
+		m := ss[2].call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://static/a"}}`)
+		return strings.Contains(string(m.Result), `"subscribed":false`)
+	})
+	if got, want := loggedLevels(t, ss[2]), []string{"error", "critical", "alert", "emergency"}; !slices.Equal(got, want) {
+		t.Errorf("the server logged %q once s1 ended, want %q: the level s0 asks for", got, want)
+	}
+	for _, s := range ss {
+		s.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
+// loggedLevels has the session p's server "a" log at every level it is set to, and returns the
+// levels of the log messages p got.
+func loggedLevels(t *testing.T, p *peer) []string {
+	t.Helper()
+	drain(p)
+	if m := p.call("tools/call", `{"name":"a:log","arguments":{}}`); m.Error != nil {
+		t.Fatalf("log: %s", m.Line)
+	}
+	var levels []string
+	for {
+		select {
+		case m := <-p.notes:
+			if m.Method == "notifications/message" {
+				var params struct{ Level string }
+				_ = json.Unmarshal(m.Params, &params)
+				levels = append(levels, params.Level)
+			}
+		default:
+			return levels
+		}
+	}
+}
+
 // What a process is shared by: the same entry (command, args, env, directory) and, for a
 // legacy server, the same initialize; a modern server hears each request's client, and is
 // shared by clients that differ.

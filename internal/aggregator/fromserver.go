@@ -234,8 +234,17 @@ func (a *Aggregator) serverProgress(s *server, m *jsonrpc.Request) {
 }
 
 // serverLog passes a server's log message to the client, with the server's key as the logger
-// when the server named none.
+// when the server named none; a shared process's, when it is at the level the client asked
+// for.
 func (a *Aggregator) serverLog(s *server, m *jsonrpc.Request) {
+	if ps, f := s.processSetup(); ps != nil {
+		// A shared process logs at the level of the most verbose session: this one gets
+		// those at its own.
+		level, _ := rawjson.StringMember(m.Params, "level")
+		if !ps.logs(f, era.LogRank(level)) {
+			return
+		}
+	}
 	if side := a.client.side(); side != nil && !side.serverLog(s, m.Params) {
 		return
 	}
@@ -270,8 +279,16 @@ func (a *Aggregator) serverCancelled(s *server, m *jsonrpc.Request) {
 }
 
 // serverResourceUpdated passes a server's notifications/resources/updated to the client (to a
-// modern one on the streams that subscribed it).
-func (a *Aggregator) serverResourceUpdated(_ *server, m *jsonrpc.Request) {
+// modern one on the streams that subscribed it), when the client subscribed to the resource
+// (a shared process may be subscribed for another session).
+func (a *Aggregator) serverResourceUpdated(s *server, m *jsonrpc.Request) {
+	if ps, f := s.processSetup(); ps != nil {
+		// A shared process is subscribed while any session is: this one gets the updates
+		// of what it subscribed to.
+		if uri, _ := rawjson.StringMember(m.Params, "uri"); !ps.subscribed(f, uri) {
+			return
+		}
+	}
 	if side := a.client.side(); side != nil {
 		side.resourceUpdated(m.Params)
 		return

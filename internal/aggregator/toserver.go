@@ -74,6 +74,12 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 			return addOK
 		}
 	}
+	if setsUp(c.method) {
+		var here bool
+		if params, here = a.setUp(c, params); here {
+			return addOK // a shared process set up so already (processsetup.go)
+		}
+	}
 	params = s.side().params(c, params) // the modern envelope (servermodern.go); legacy: unchanged
 	if c.req != nil && a.opts.IdleStop > 0 {
 		s.lastUse.Store(time.Now().UnixNano())

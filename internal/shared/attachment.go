@@ -217,6 +217,9 @@ func (a *Attachment) Era() (era.Era, bool) { return a.p.knownEra() }
 // Settled takes the era the session's handshake found the process to speak.
 func (a *Attachment) Settled(e era.Era) { a.p.settled(e) }
 
+// Setup is what the sessions of the process set up on it together.
+func (a *Attachment) Setup() *aggregator.ProcessSetup { return a.p.setup }
+
 // ownsTask reports whether the session's table has the server's task id as its own. Only
 // for an attachment the multiplexer serves (its recv is set).
 func (a *Attachment) ownsTask(id string) bool { return a.recv.OwnsTask(id) }

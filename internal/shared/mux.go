@@ -37,24 +37,25 @@ import (
 //	                           Method not found here (a server may exit on a second probe);
 //	                           the sessions after are not probed (Era), but one whose
 //	                           handshake began before may be
-//	logging/setLevel           the server is set to the most verbose level a session asked for;
-//	                           each session gets log messages at its own
-//	resources/(un)subscribe    once for every session that wants the resource; its updates go
-//	                           to those sessions
+//	logging/setLevel,          as the session wrote them: its core merged them with the other
+//	resources/(un)subscribe    sessions' (aggregator.ProcessSetup, the process's setup), and
+//	                           answered those that change nothing itself; each session's core
+//	                           takes the log messages at its own level and the updates of what
+//	                           it subscribed to
 //	a server's request         to the session of the task it names (the session's table
 //	                           says: Feed.OwnsTask), else to the session whose request it
 //	                           serves (turns.go), else to the first session attached: never
 //	                           to a session that does not have the server; its cancellation
 //	                           to every session, whose table has it or drops it
-//	list changes               to every session; a modern server's listen notifications to the
-//	                           session of the listen
+//	list changes, log messages to every session; a modern server's listen notifications to the
+//	and resource updates       session of the listen
 //
 // A session that stops using the process cancels its requests at the server and answers the
 // server's requests to it with an error itself, from its table (aggregator's endCalls); the
 // multiplexer then cancels what it still tracks of the session's (what reached the server
 // after; an untracked request that did costs the server its work, and its answer is dropped),
-// releases its subscriptions and level, and keeps the process for the others, or for the
-// linger.
+// releases what it set up (aggregator.ProcessSetup.Leave), and keeps the process for the
+// others, or for the linger.
 
 // proc is a shared server process.
 type proc struct {
@@ -81,9 +82,8 @@ type proc struct {
 	users        map[string]int // the sessions attached or attaching, by ID (daemon.find)
 	keys         []string       // the keys sessions gave it
 	seq          uint64
+	setup        *aggregator.ProcessSetup // what the sessions set up on it together
 	calls        map[string]*relayed      // the requests it tracks, by ID (of a session's space)
-	subs         map[string][]*Attachment // the sessions subscribed to each resource
-	levels       map[*Attachment]int      // the log level each session asked for
 	askers       map[string]bool          // the requests known or suspected to ask (turns.go)
 	suspects     map[string]bool          // those only suspected
 	questions    uint64                   // the server's requests for input so far
@@ -99,7 +99,6 @@ type proc struct {
 	init         *recorded   // the answer to the first initialize
 	initWait     []*waiting  // initializes that came while the first was at the server
 	inited       bool        // notifications/initialized was passed on
-	level        int         // the level the server was set to
 	linger       *time.Timer // set while no session uses it
 	lingerGen    uint64      // which linger lingered is for
 	exited       bool
@@ -183,8 +182,10 @@ type waiting struct {
 }
 
 func newProc(d *daemon, w want) *proc {
-	return &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
-		subs: map[string][]*Attachment{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}, levels: map[*Attachment]int{}}
+	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
+		askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}}
+	p.setup = aggregator.NewProcessSetup(p.ownRequest)
+	return p
 }
 
 // start begins reading the child's output.
@@ -207,6 +208,7 @@ func (p *proc) add(a *Attachment) (string, bool) {
 	}
 	a.served = true
 	p.atts = append(p.atts, a)
+	p.setup.Join(a)
 	if !slices.Contains(p.keys, a.key) {
 		p.keys = append(p.keys, a.key)
 	}
@@ -322,8 +324,7 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 }
 
 // merged are the methods of the requests the multiplexer merges, or answers itself.
-var merged = map[string]bool{"initialize": true, "server/discover": true, "logging/setLevel": true,
-	"subscriptions/listen": true, "resources/subscribe": true, "resources/unsubscribe": true}
+var merged = map[string]bool{"initialize": true, "server/discover": true, "subscriptions/listen": true}
 
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
 // string (as in every session's space); the request holds a copy of the line (the session's
@@ -394,36 +395,11 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 			a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}}, nil)
 			return
 		}
-	case "logging/setLevel":
-		p.levels[a] = era.LogRank(stringParam(r.params, "level"))
-		if p.setLevel() {
-			// The server is set to the level the sessions ask for together, which need not be
-			// this session's (another asks for more); the answer is this session's. A level
-			// that is none of the spec's goes as written: the server answers it.
-			if p.level > 0 {
-				r.line = slices.Concat(stdio.Request(r.id, r.method, rawjson.Marshal(map[string]string{"level": era.LogLevel(p.level)}))...)
-			}
-			p.relay(a, r, false)
-			return
-		}
-		p.mu.Unlock()
-		a.post(&jsonrpc.Response{ID: r.jsonID(), Result: json.RawMessage(`{}`)}, nil)
-		return
 	case "subscriptions/listen":
 		if p.eraKnown && p.eraSeen == era.Modern {
 			p.listen(a, m)
 			return
 		}
-	case "resources/subscribe", "resources/unsubscribe":
-		uri := stringParam(r.params, "uri")
-		first := p.subscribe(a, uri, r.method == "resources/subscribe")
-		if first {
-			p.relay(a, r, false)
-			return
-		}
-		p.mu.Unlock()
-		a.post(&jsonrpc.Response{ID: r.jsonID(), Result: json.RawMessage(`{}`)}, nil)
-		return
 	}
 	if p.waits(a, r) {
 		p.queue = append(p.queue, &queued{a: a, r: r})
@@ -788,20 +764,12 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 		p.mu.Unlock()
 		p.listenNotification(did, m.Method, rest)
 		return
-	case m.Method == "notifications/resources/updated":
-		uri := stringParam(params, "uri")
-		to = slices.Clone(p.subs[uri])
-	case m.Method == "notifications/message":
-		rank := era.LogRank(stringParam(params, "level"))
-		for _, a := range p.atts {
-			if level := p.levels[a]; level == 0 || rank >= level {
-				to = append(to, a)
-			}
-		}
 	default:
 		// List changes, and what else it announces: every session has the server. The
 		// cancellation of a request of the server's too: the table of the session that was
-		// asked has it, the others' drop it.
+		// asked has it, the others' drop it; and a log message and a resource's update, which
+		// each session's core takes at its own level, or when its client subscribed
+		// (aggregator.ProcessSetup).
 		to = slices.Clone(p.atts)
 	}
 	p.mu.Unlock()
@@ -810,43 +778,7 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 	}
 }
 
-// setLevel sets the server to the most verbose level a session asked for; it reports whether
-// that changed it. Callers hold p.mu.
-func (p *proc) setLevel() bool {
-	lowest := 0
-	for _, l := range p.levels {
-		if l > 0 && (lowest == 0 || l < lowest) {
-			lowest = l
-		}
-	}
-	if lowest == p.level {
-		return false
-	}
-	p.level = lowest
-	return true
-}
-
-// subscribe notes a session's (un)subscription of uri; it reports whether the server is to be
-// asked (the first subscription, the last unsubscription). Callers hold p.mu.
-func (p *proc) subscribe(a *Attachment, uri string, on bool) bool {
-	cur := p.subs[uri]
-	had := slices.Contains(cur, a)
-	switch {
-	case on && !had:
-		p.subs[uri] = append(cur, a)
-		return len(cur) == 0
-	case !on && had:
-		p.subs[uri] = slices.DeleteFunc(cur, func(x *Attachment) bool { return x == a })
-		if len(p.subs[uri]) == 0 {
-			delete(p.subs, uri)
-			return true
-		}
-	}
-	return false
-}
-
-// detach ends a session's use of the process: its subscriptions and level are released, and
-// the process is kept for the linger when no session is left. The session cancelled its
+// detach ends a session's use of the process: what it set up is released, and the process is kept for the linger when no session is left. The session cancelled its
 // requests at the server, and answered the server's requests to it, from its table
 // (aggregator's endCalls, and notTaken for those that came after); what the multiplexer still
 // tracks of its requests reached the server after those cancellations (or the session ended
@@ -864,7 +796,7 @@ func (p *proc) detach(a *Attachment) {
 	if p.users[a.session]--; p.users[a.session] <= 0 {
 		delete(p.users, a.session)
 	}
-	var cancels, unsubs []string
+	var cancels []string
 	for did, c := range p.calls {
 		if c.a == a && !c.record {
 			cancels = append(cancels, did)
@@ -874,14 +806,6 @@ func (p *proc) detach(a *Attachment) {
 	p.queue = slices.DeleteFunc(p.queue, func(q *queued) bool { return q.a == a })
 	p.dropListens(a)
 	next := p.next()
-	for uri := range p.subs {
-		if p.subscribe(a, uri, false) {
-			unsubs = append(unsubs, uri)
-		}
-	}
-	delete(p.levels, a)
-	levelChanged := p.setLevel()
-	level := p.level
 	empty := len(p.atts) == 0 && !p.exited
 	if empty {
 		p.startLinger()
@@ -895,12 +819,7 @@ func (p *proc) detach(a *Attachment) {
 		p.conn.Send(nil, stdio.Cancelled(did, aggregator.SessionGone)...)
 	}
 	p.sendAll(next)
-	for _, uri := range unsubs {
-		p.ownRequest("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
-	}
-	if levelChanged && level > 0 {
-		p.ownRequest("logging/setLevel", rawjson.Marshal(map[string]string{"level": era.LogLevel(level)}))
-	}
+	p.setup.Leave(a)
 	if empty {
 		p.d.log.Info("no session uses the server: it is kept for the linger", "pid", p.child.PID(), "linger", p.d.linger)
 	}

@@ -254,33 +254,6 @@ func TestMuxDetachedNotification(t *testing.T) {
 	}
 }
 
-// The server is set to the most verbose level a session asks for: when a session asks for less,
-// the server is set to what the others still ask for, not to the level of the session that asked.
-func TestMuxLogLevels(t *testing.T) {
-	_, p1, p2 := twoSessions(t, "-full")
-	p1.initialize("2025-06-18", "one")
-	p2.initialize("2025-06-18", "two")
-	for _, c := range []struct {
-		p     *peer
-		id    string
-		level string
-	}{{p1, `1`, "debug"}, {p2, `1`, "info"}, {p1, `2`, "error"}} {
-		if m := c.p.call(c.id, "logging/setLevel", `{"level":"`+c.level+`"}`); m.Error != nil {
-			t.Fatalf("%s: setLevel %s: %s", c.p.name, c.level, m.line)
-		}
-	}
-	p2.tool(`2`, "log", `{}`) // the server logs every level from the one it was set to
-	var got []string
-	for _, m := range drain(p2.notes) {
-		var params struct{ Level string }
-		_ = json.Unmarshal(m.Params, &params)
-		got = append(got, params.Level)
-	}
-	if want := []string{"info", "notice", "warning", "error", "critical", "alert", "emergency"}; !slices.Equal(got, want) {
-		t.Errorf("s2 (at info) got the log levels %q, want %q: the server was set to the level of s1 (error)", got, want)
-	}
-}
-
 // The requests a session writes in one write (a burst of its client's, held for its end) reach
 // the server in one write, as they left the client: not a write, and a wake-up of the server,
 // per request.
