@@ -409,6 +409,43 @@ func TestFaultShareRouting(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
+// A shared legacy server is initialized once, by its process's setup (aggregator.ProcessSetup):
+// three sessions that start together (the server takes 300 ms to answer initialize, so the
+// later ones come while it is at the server) all take that one answer, and the server hears one
+// initialize and one notifications/initialized.
+func TestFaultShareInitializeOnce(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full", "-report-init", "-start-delay", "300ms")+`}}`)
+	ss := make([]*peer, 3)
+	var wg sync.WaitGroup
+	for i := range ss {
+		wg.Go(func() { ss[i] = shareSessionAs(t, path, shareInit) })
+	}
+	wg.Wait()
+	if t.Failed() { // a session did not start (its goroutine's Fatalf ended it alone)
+		t.FailNow()
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d server processes for three sessions, want 1", n)
+	}
+	for i, s := range ss {
+		m := s.call("tools/call", `{"name":"a:init_params","arguments":{}}`)
+		if !strings.Contains(string(m.Result), `"text":"initialized 1 times"`) || !strings.Contains(string(m.Result), `"clientInfo":{"name":"shared"`) {
+			t.Errorf("s%d: the server's initializes: %s, want one, of the sessions' client", i, m.Line)
+		}
+	}
+	var got struct{ StructuredContent struct{ Notes []string } }
+	_ = json.Unmarshal(ss[0].call("tools/call", `{"name":"a:notes","arguments":{}}`).Result, &got)
+	if notes := got.StructuredContent.Notes; strings.Count(strings.Join(notes, " "), "notifications/initialized") != 1 {
+		t.Errorf("the server was told %q, want notifications/initialized once", notes)
+	}
+	for _, s := range ss {
+		s.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
 // What the sessions of a shared legacy server set up on it is merged by their cores
 // (aggregator.ProcessSetup): the server is set to the most verbose level a session asks for,
 // and stays there when the session that set it asks for less while another still asks for
@@ -443,6 +480,30 @@ func TestFaultShareSetup(t *testing.T) {
 	if m := setLevel(0, "loud"); !strings.Contains(string(m.Error), "unknown level loud") {
 		t.Errorf("a level none of the specification's: %s, want the server's error", m.Line)
 	}
+	// A subscription the server refuses is refused to each session that asks, as unshared: the
+	// first's refusal is not taken for the process being subscribed.
+	for i := range 2 {
+		if m := ss[i].call("resources/subscribe", `{"uri":"fixture://items/refused"}`); !strings.Contains(string(m.Error), "cannot be subscribed to") {
+			t.Errorf("s%d: a subscription the server refuses: %s, want its error", i, m.Line)
+		}
+	}
+	// s0 is subscribed to a resource, s2 is not: an update of a part of it reaches s0 alone.
+	if m := ss[0].call("resources/subscribe", `{"uri":"fixture://items/1"}`); m.Error != nil {
+		t.Fatalf("subscribe: %s", m.Line)
+	}
+	drain(ss[0])
+	drain(ss[2])
+	ss[2].call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://items/1","part":"p"}}`)
+	if !ss[0].note("notifications/resources/updated", testTimeout) {
+		t.Errorf("s0 did not get the update of a part of the resource it subscribed to")
+	}
+	ss[0].call("resources/unsubscribe", `{"uri":"fixture://items/1"}`)
+	for _, m := range drainAll(ss[2]) {
+		if m.Method == "notifications/resources/updated" {
+			t.Errorf("s2, subscribed to nothing, got %s", m.Line)
+		}
+	}
+
 	// s1 asks for more, and subscribes; then it ends.
 	if m := setLevel(1, "debug"); m.Error != nil {
 		t.Fatalf("s1: setLevel debug: %s", m.Line)
@@ -466,6 +527,19 @@ func TestFaultShareSetup(t *testing.T) {
 		s.in.Close()
 	}
 	nothingShared(t, dir, tag)
+}
+
+// drainAll returns what notifications p has, without waiting.
+func drainAll(p *peer) []message {
+	var ms []message
+	for {
+		select {
+		case m := <-p.notes:
+			ms = append(ms, m)
+		default:
+			return ms
+		}
+	}
 }
 
 // loggedLevels has the session p's server "a" log at every level it is set to, and returns the

@@ -157,6 +157,9 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 
 // complete hands the answer to c (from s, its receiver) to whoever waits for it.
 func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage) {
+	if c.undo != nil && errObj != nil {
+		c.undo() // the server did not take what its setup noted (processsetup.go)
+	}
 	if c.task && errObj == nil {
 		a.inflight.setTask(era.TaskID(result), s, true)
 	}

@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -10,12 +11,14 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 )
 
-// What the sessions of one server process set up on it together: a legacy server's log level
-// and its resource subscriptions are the connection's, and a shared process's process has one
-// connection for every session that uses it. Each session's own (its clientSetup) is set up
-// on the process as unshared, through this: the process is set to the most verbose level any
-// session asks for, and subscribed to a resource while any session is; each session gets the
-// log messages at its own level and the updates of the resources it subscribed to (serverLog,
+// What the sessions of one server process set up on it together: a legacy server's
+// initialization, its log level and its resource subscriptions are the connection's, and a
+// shared process's process has one connection for every session that uses it. It is
+// initialized once, by the process itself, when the first session needs it, and every session
+// takes that answer (initialize). Each session's own setup (its clientSetup) is set up on the
+// process as unshared, through this: the process is set to the most verbose level any session
+// asks for, and subscribed to a resource while any session is; each session gets the log
+// messages at its own level and the updates of the resources it subscribed to (serverLog,
 // serverResourceUpdated). A process of the session's own has none: what its client asks for
 // goes to it as asked.
 //
@@ -26,16 +29,28 @@ import (
 // each session gets what its own client asked for, whatever the process was set to for others.
 
 // ProcessSetup is what the sessions of one shared server process set up on it together. Its
-// members are the sessions' connections to the process (their Fed): Join and Leave are the
-// process's, when a session begins and ends using it; take, logs and subscribed are the
-// sessions' own.
+// members are the sessions' connections to the process (their Fed): Join, Leave and Answered
+// are the process's, when a session begins and ends using it and when the server answers a
+// request of the setup's own; initialize, initialized, take, logs and subscribed are the
+// sessions'.
 type ProcessSetup struct {
-	send func(method string, params json.RawMessage) // a request of the process's own, whose answer nobody waits for
+	send func(id, method string, params json.RawMessage) // writes a request of the setup's own
 
 	mu      sync.Mutex
+	seq     uint64
+	init    *initCall // the process's initialize; nil before a session needed it
+	inited  bool      // a session told the process notifications/initialized
 	members map[Fed]*memberSetup
 	level   int                     // the rank the process is set to; 0 before any
 	subs    map[string]map[Fed]bool // the sessions subscribed to each resource
+}
+
+// initCall is the process's initialize.
+type initCall struct {
+	id             string
+	done           chan struct{} // closed by its answer
+	answered       bool          // for Answered alone (the process's one reader)
+	result, errObj json.RawMessage
 }
 
 // memberSetup is what one session set up on the process.
@@ -44,8 +59,8 @@ type memberSetup struct {
 }
 
 // NewProcessSetup is the setup of a process that no session uses yet; send writes a request of
-// the process's own to it (on Leave), whose answer is dropped.
-func NewProcessSetup(send func(method string, params json.RawMessage)) *ProcessSetup {
+// the setup's own to it, under id. The answer to such a request is the setup's (Answered).
+func NewProcessSetup(send func(id, method string, params json.RawMessage)) *ProcessSetup {
 	return &ProcessSetup{send: send, members: map[Fed]*memberSetup{}, subs: map[string]map[Fed]bool{}}
 }
 
@@ -71,17 +86,21 @@ func (s *server) processSetup() (*ProcessSetup, Fed) {
 	return f.Setup(), f
 }
 
-// setUp takes a request c that sets up the connection of s (setsUp), params as it would be
-// written: it returns what to write, or reports that c was answered here, the process being
-// set up so already (ProcessSetup.take).
+// setUp takes a request c that sets up the connection of s (setsUp), in the table and about to
+// be written, params as they would be: it returns what to write, or reports that c was
+// answered here, the process being set up so already (ProcessSetup.take).
 func (a *Aggregator) setUp(c *call, params [][]byte) ([][]byte, bool) {
 	ps, f := c.to.processSetup()
 	if ps == nil {
 		return params, false
 	}
-	set, here := ps.take(f, c.method, slices.Concat(params...))
+	set, here, undo := ps.take(f, c.method, slices.Concat(params...))
 	if !here {
+		c.undo = undo
 		return [][]byte{set}, false
+	}
+	if !a.inflight.take(c) {
+		return nil, true
 	}
 	result := json.RawMessage(`{}`)
 	if c.own() {
@@ -121,47 +140,139 @@ func (ps *ProcessSetup) Leave(f Fed) {
 	level, changed := ps.merged()
 	ps.mu.Unlock()
 	if changed && level > 0 {
-		ps.send("logging/setLevel", levelParams(level))
+		ps.request("logging/setLevel", levelParams(level))
 	}
 	for _, uri := range unsubs {
-		ps.send("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
+		ps.request("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
 	}
 }
 
-// take looks at a request of the session of f that sets up the connection (setupMethods),
-// params as the session would write it: it returns the params to write instead (the level of
-// the sessions together), or reports that the process is set up so already, and the request
-// is answered with an empty result without reaching it. A level that is none of the
-// specification's goes as written (the server answers it), and changes nothing; a request
-// of a session that is not a member (its use of the process ended) is answered.
-func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (json.RawMessage, bool) {
+// request sends a request of the setup's own, and returns its ID: of no session's ID space, so
+// that the process's reader hands its answer to the setup (Answered); only initialize's is
+// waited for.
+func (ps *ProcessSetup) request(method string, params json.RawMessage) string {
+	ps.mu.Lock()
+	ps.seq++
+	id := "s-setup-" + strconv.FormatUint(ps.seq, 10)
+	ps.mu.Unlock()
+	ps.send(id, method, params)
+	return id
+}
+
+// Answered takes the server's answer to a request of no session's: the answer to the setup's
+// initialize is kept; any other is dropped.
+func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) {
+	ps.mu.Lock()
+	h := ps.init
+	ps.mu.Unlock()
+	if h != nil && h.id == id && !h.answered {
+		h.answered = true
+		h.result, h.errObj = result, errObj
+		close(h.done)
+	}
+}
+
+// initialize returns the process's answer to initialize (its result, or its error object):
+// the first session that needs it has the process ask it, with params (the initialize of the
+// session's client: every session of a legacy process sends the same, as its identity says);
+// every session, the first too, waits for that one answer, until ctx ends or closed is closed
+// (the session's use of the process ended), and takes it. A legacy server is initialized
+// once: a second initialize may be refused, or end it. A session whose wait ended leaves the
+// request at the server, for the next session to take its answer.
+func (ps *ProcessSetup) initialize(ctx context.Context, closed <-chan struct{}, params json.RawMessage) (result, errObj json.RawMessage, err error) {
+	ps.mu.Lock()
+	h := ps.init
+	if h == nil {
+		ps.seq++
+		h = &initCall{id: "s-setup-" + strconv.FormatUint(ps.seq, 10), done: make(chan struct{})}
+		ps.init = h
+		ps.mu.Unlock()
+		ps.send(h.id, "initialize", params)
+	} else {
+		ps.mu.Unlock()
+	}
+	select {
+	case <-h.done:
+		return h.result, h.errObj, nil
+	case <-closed:
+		return nil, nil, errClosed
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+}
+
+// initialized reports whether the session that found the answer to initialize good is the
+// first to: it tells the process notifications/initialized, once for every session.
+func (ps *ProcessSetup) initialized() bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	first := !ps.inited
+	ps.inited = true
+	return first
+}
+
+// take looks at a request of the session of f that sets up the connection (setsUp), params as
+// the session would write it: it returns the params to write instead (the level of the
+// sessions together), with what to take back when the server refuses them (undo), or reports
+// that the process is set up so already (here), and the request is answered with an empty
+// result without reaching it. A level that is none of the specification's goes as written
+// (the server answers it), and changes nothing; a request of a session that is not a member
+// (its use of the process ended) is answered.
+func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (set json.RawMessage, here bool, undo func()) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	m := ps.members[f]
 	if m == nil {
-		return nil, true
+		return nil, true, nil
 	}
 	if method == "logging/setLevel" {
 		level, _ := rawjson.StringMember(params, "level")
 		rank := era.LogRank(level)
 		if rank == 0 {
-			return params, false
+			return params, false, nil
 		}
+		was, wasSet := m.level, ps.level
 		m.level = rank
 		merged, changed := ps.merged()
-		switch {
-		case !changed:
-			return nil, true
-		case merged != rank: // another session asks for more: the answer is this one's all the same
-			return levelParams(merged), false
+		if !changed {
+			return nil, true, nil
 		}
-		return params, false
+		undo = func() { ps.unlevel(f, rank, was, merged, wasSet) }
+		if merged != rank { // another session asks for more: the answer is this one's all the same
+			return levelParams(merged), false, undo
+		}
+		return params, false, undo
 	}
 	uri, _ := rawjson.StringMember(params, "uri")
-	if ps.subscribe(f, uri, method == "resources/subscribe") {
-		return params, false
+	on := method == "resources/subscribe"
+	if ps.subscribe(f, uri, on) {
+		return params, false, func() { ps.unsubscribe(f, uri, on) }
 	}
-	return nil, true
+	return nil, true, nil
+}
+
+// unlevel takes back a logging/setLevel of the session of f that the server refused: its level
+// is what it was (unless it asked for another since), and so is the process's (unless another
+// was set since).
+func (ps *ProcessSetup) unlevel(f Fed, rank, was, set, wasSet int) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if m := ps.members[f]; m != nil && m.level == rank {
+		m.level = was
+	}
+	if ps.level == set {
+		ps.level = wasSet
+	}
+}
+
+// unsubscribe takes back the (un)subscription of uri by the session of f that the server
+// refused, so that the next session's goes to the server.
+func (ps *ProcessSetup) unsubscribe(f Fed, uri string, on bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.members[f] != nil {
+		ps.subscribe(f, uri, !on)
+	}
 }
 
 // merged sets ps.level to the most verbose level a member asks for, and reports whether that
@@ -204,7 +315,8 @@ func (ps *ProcessSetup) subscribe(f Fed, uri string, on bool) bool {
 }
 
 // logs reports whether a log message at rank reaches the session of f: one at or above the
-// level it asked for, or any when it asked for none (as the process logs unshared).
+// level it asked for, or any when it asked for none (unshared, the process would log at its
+// own default level, which a shared one may be set away from by the others).
 func (ps *ProcessSetup) logs(f Fed, rank int) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -212,11 +324,20 @@ func (ps *ProcessSetup) logs(f Fed, rank int) bool {
 	return m != nil && (m.level == 0 || rank >= m.level)
 }
 
-// subscribed reports whether the session of f is subscribed to uri.
+// subscribed reports whether the session of f is subscribed to uri, or to a resource uri is
+// part of (era.PartOf).
 func (ps *ProcessSetup) subscribed(f Fed, uri string) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	return ps.subs[uri][f]
+	if ps.subs[uri][f] {
+		return true
+	}
+	for sub, fs := range ps.subs {
+		if fs[f] && era.PartOf(uri, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // levelParams are the params of logging/setLevel to the level of rank.

@@ -527,14 +527,14 @@ func (a *Aggregator) retire(s *server, why, then string) {
 // requests that reached the client are cancelled there for reason. The gate of s closes first.
 // A process that goes on for other sessions (a shared process's) is told too, since the table
 // is the only record of the session's work with it: what it has of the session's is cancelled
-// at it, but initialize ("MUST NOT be cancelled", and other sessions wait for its answer), and
-// its requests to the client are answered with an error (as is one that comes after the sweep:
+// at it (its initialize is the process's, ProcessSetup, and in no session's table), and its
+// requests to the client are answered with an error (as is one that comes after the sweep:
 // notTaken).
 func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, reason string) {
 	tell := s.goesOn()
 	for _, c := range a.inflight.sweep(s) {
 		if c.to == s {
-			if tell && c.stage == sent && c.method != "initialize" {
+			if tell && c.stage == sent {
 				s.conn.Send(nil, stdio.Cancelled(c.toID, SessionGone)...)
 			}
 			a.failWith(c, errFor(c))

@@ -25,7 +25,7 @@ func (legacyServer) era() era.Era { return era.Legacy }
 
 // handshake is initialize, and notifications/initialized.
 func (l legacyServer) handshake(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
-	result, err := l.a.call(ctx, s, "initialize", "initializing", params)
+	result, err := l.initialize(ctx, s, params)
 	if err != nil {
 		return "initialize", err
 	}
@@ -52,8 +52,24 @@ func (l legacyServer) handshake(ctx context.Context, s *server, params json.RawM
 		s.tasks = t
 	}
 	s.log.Debug("initialized", "protocol", s.protocol, "name", s.name)
-	s.conn.Send(nil, stdio.Notification("notifications/initialized", nil)...)
+	if ps, _ := s.processSetup(); ps == nil || ps.initialized() {
+		s.conn.Send(nil, stdio.Notification("notifications/initialized", nil)...)
+	}
 	return "", nil
+}
+
+// initialize asks s initialize with params, and returns the result. A shared process's
+// process is initialized once, for every session that uses it (ProcessSetup.initialize).
+func (l legacyServer) initialize(ctx context.Context, s *server, params json.RawMessage) (json.RawMessage, error) {
+	ps, _ := s.processSetup()
+	if ps == nil {
+		return l.a.call(ctx, s, "initialize", "initializing", params)
+	}
+	result, errObj, err := ps.initialize(ctx, s.readDone, params)
+	if errObj != nil {
+		return nil, errorOf(errObj)
+	}
+	return result, err
 }
 
 // params are unchanged, on the path every legacy client's call takes (nothing allocated). A

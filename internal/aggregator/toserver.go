@@ -74,12 +74,6 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 			return addOK
 		}
 	}
-	if setsUp(c.method) {
-		var here bool
-		if params, here = a.setUp(c, params); here {
-			return addOK // a shared process set up so already (processsetup.go)
-		}
-	}
 	params = s.side().params(c, params) // the modern envelope (servermodern.go); legacy: unchanged
 	if c.req != nil && a.opts.IdleStop > 0 {
 		s.lastUse.Store(time.Now().UnixNano())
@@ -90,6 +84,12 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 			a.fail(c, "is not serving")
 		}
 		return res
+	}
+	if setsUp(c.method) {
+		var here bool
+		if params, here = a.setUp(c, params); here {
+			return addOK // a shared process set up so already (processsetup.go)
+		}
 	}
 	if newToken != nil {
 		params = [][]byte{withToken(slices.Concat(params...), newToken)}
@@ -215,13 +215,18 @@ func (a *Aggregator) fanOut(req *jsonrpc.Request, targets []*server, doing strin
 func (a *Aggregator) call(ctx context.Context, s *server, method, doing string, params json.RawMessage) (json.RawMessage, error) {
 	result, errObj, err := a.ask(ctx, s, method, doing, "", params)
 	if errObj != nil {
-		var e jsonrpc.Error
-		if json.Unmarshal(errObj, &e) != nil {
-			return nil, fmt.Errorf("%s", errObj)
-		}
-		return nil, &e
+		return nil, errorOf(errObj)
 	}
 	return result, err
+}
+
+// errorOf is the JSON-RPC error object errObj as an error: a *jsonrpc.Error.
+func errorOf(errObj json.RawMessage) error {
+	var e jsonrpc.Error
+	if json.Unmarshal(errObj, &e) != nil {
+		return fmt.Errorf("%s", errObj)
+	}
+	return &e
 }
 
 // ask sends a request of the aggregator's own to s and waits for its answer, as it is (the

@@ -48,14 +48,21 @@ func (f *Filter) Wants(method string) bool {
 }
 
 // Covers reports whether the filter subscribed the resource uri, or a resource it is part of
-// ("This might be a sub-resource of the one that the client actually subscribed to").
+// (PartOf).
 func (f *Filter) Covers(uri string) bool {
 	for _, sub := range f.URIs {
-		if uri == sub || strings.HasPrefix(uri, strings.TrimSuffix(sub, "/")+"/") {
+		if PartOf(uri, sub) {
 			return true
 		}
 	}
 	return false
+}
+
+// PartOf reports whether an update of the resource uri is one of the subscribed resource sub:
+// uri is sub, or a resource under it (the updated URI "might be a sub-resource of the one that
+// the client actually subscribed to", schema.ts ResourceUpdatedNotificationParams).
+func PartOf(uri, sub string) bool {
+	return uri == sub || strings.HasPrefix(uri, strings.TrimSuffix(sub, "/")+"/")
 }
 
 // Acknowledged is the params of notifications/subscriptions/acknowledged for the listen whose

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +28,9 @@ import (
 //	                           in-flight table is the record of its requests, and the
 //	                           multiplexer keeps one only of those it learns from (tracks). A
 //	                           request outside the space is refused.
-//	initialize                 the first session's goes to the server, and its answer is
-//	                           recorded; the others are answered from it (a legacy server is
+//	initialize                 sent once, by the process's setup (aggregator.ProcessSetup,
+//	                           whose answers are those to requests of no session's space), and
+//	                           that answer taken by every session (a legacy server is
 //	                           initialized once: only sessions whose clients would send the
 //	                           same initialize share it, daemon.find)
 //	server/discover            of a server known to be legacy (a session settled it): answered
@@ -96,9 +96,6 @@ type proc struct {
 	eraKnown     bool
 	decided      chan struct{} // closed once a session's handshake settled its era, or no session will (detach, abandon, exit)
 	decide       sync.Once
-	init         *recorded   // the answer to the first initialize
-	initWait     []*waiting  // initializes that came while the first was at the server
-	inited       bool        // notifications/initialized was passed on
 	linger       *time.Timer // set while no session uses it
 	lingerGen    uint64      // which linger lingered is for
 	exited       bool
@@ -108,7 +105,6 @@ type proc struct {
 // relayed is a session's request at the server that the multiplexer tracks (proc.tracks).
 type relayed struct {
 	a         *Attachment
-	record    bool   // the first initialize: its answer is recorded
 	key       string // what asks, for turns.go: "" for a request that cannot be asked during
 	asks      bool   // it is of the requests known to ask, and counted in proc.asking
 	questions uint64 // proc.questions when it was sent
@@ -170,21 +166,10 @@ func (r *request) jsonID() jsonrpc.ID {
 	return id
 }
 
-// recorded is the server's answer to the first initialize.
-type recorded struct {
-	result json.RawMessage
-	err    error
-}
-
-type waiting struct {
-	a  *Attachment
-	id jsonrpc.ID
-}
-
 func newProc(d *daemon, w want) *proc {
 	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
 		askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}}
-	p.setup = aggregator.NewProcessSetup(p.ownRequest)
+	p.setup = aggregator.NewProcessSetup(p.setupRequest)
 	return p
 }
 
@@ -375,20 +360,6 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 		return
 	}
 	switch r.method {
-	case "initialize":
-		switch {
-		case p.init != nil:
-			rec := *p.init
-			p.mu.Unlock()
-			a.post(&jsonrpc.Response{ID: r.jsonID(), Result: rec.result, Error: rec.err}, nil)
-			return
-		case p.hasRecording():
-			p.initWait = append(p.initWait, &waiting{a, r.jsonID()})
-			p.mu.Unlock()
-			return
-		}
-		p.relay(a, r, true)
-		return
 	case "server/discover":
 		if p.eraKnown && p.eraSeen == era.Legacy {
 			p.mu.Unlock()
@@ -406,7 +377,7 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 		p.mu.Unlock()
 		return
 	}
-	p.relay(a, r, false)
+	p.relay(a, r)
 }
 
 // outside says why r is not of a's ID space ("" when it is): its ID, or its progress token.
@@ -436,22 +407,11 @@ func (a *Attachment) refuse(id jsonrpc.ID, why string) {
 		Message: "Internal error: " + why + " (mcp-simple-aggregator's shared process)"}}, nil)
 }
 
-// hasRecording reports whether the first initialize is at the server. Callers hold p.mu.
-func (p *proc) hasRecording() bool {
-	for _, c := range p.calls {
-		if c.record {
-			return true
-		}
-	}
-	return false
-}
-
 // relay sends a session's request to the server as the session wrote it, tracked when the
-// multiplexer learns from it (record: the first initialize, whose answer is recorded); it
-// unlocks p.mu.
-func (p *proc) relay(a *Attachment, r *request, record bool) {
-	if record || p.tracks(r) {
-		c := &relayed{a: a, record: record}
+// multiplexer learns from it (tracks); it unlocks p.mu.
+func (p *proc) relay(a *Attachment, r *request) {
+	if p.tracks(r) {
+		c := &relayed{a: a}
 		p.calls[r.id] = c
 		p.began(c, r.askKey())
 	}
@@ -498,14 +458,6 @@ func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request, line []byte
 		return
 	}
 	switch m.Method {
-	case "notifications/initialized":
-		p.mu.Lock()
-		first := !p.inited
-		p.inited = true
-		p.mu.Unlock()
-		if !first {
-			return
-		}
 	case "notifications/cancelled":
 		id, _, ok := stdio.ParseCancel(m.Params)
 		if !ok {
@@ -614,7 +566,6 @@ func (p *proc) flush() {
 // answer passes the server's answer to the session whose request it is.
 func (p *proc) answer(m *jsonrpc.Response) {
 	did, _ := m.ID.Raw().(string)
-	result := m.Result
 	if p.listenEnded(did, p.hand, m) {
 		return
 	}
@@ -625,22 +576,16 @@ func (p *proc) answer(m *jsonrpc.Response) {
 		p.mu.Unlock()
 		if to != nil {
 			p.hand(to, m)
+		} else {
+			p.setup.Answered(did, m.Result, stdio.ErrorJSON(m.Error)) // the setup's own, or dropped
 		}
 		return
 	}
 	p.forget(did, c)
-	var waiters []*waiting
-	if c.record {
-		p.init = &recorded{result, m.Error}
-		waiters, p.initWait = p.initWait, nil
-	}
 	next := p.next()
 	p.mu.Unlock()
 	p.hand(c.a, m)
 	p.sendAll(next)
-	for _, w := range waiters {
-		p.hand(w.a, &jsonrpc.Response{ID: w.id, Result: result, Error: m.Error})
-	}
 }
 
 // forget takes a session's request out of the maps. Callers hold p.mu.
@@ -798,7 +743,7 @@ func (p *proc) detach(a *Attachment) {
 	}
 	var cancels []string
 	for did, c := range p.calls {
-		if c.a == a && !c.record {
+		if c.a == a {
 			cancels = append(cancels, did)
 			p.forget(did, c)
 		}
@@ -825,13 +770,10 @@ func (p *proc) detach(a *Attachment) {
 	}
 }
 
-// ownRequest sends a request of the shared process's own, whose answer nobody waits for.
-func (p *proc) ownRequest(method string, params json.RawMessage) {
-	p.mu.Lock()
-	p.seq++
-	did := "s-own-" + strconv.FormatUint(p.seq, 10)
-	p.mu.Unlock()
-	p.conn.Send(nil, stdio.Request(did, method, params)...)
+// setupRequest writes a request of the process's setup's own (aggregator.ProcessSetup: its
+// initialize, a session's release).
+func (p *proc) setupRequest(id, method string, params json.RawMessage) {
+	p.conn.Send(nil, stdio.Request(id, method, params)...)
 }
 
 // startLinger starts the linger. Callers hold p.mu.

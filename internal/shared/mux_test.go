@@ -30,40 +30,6 @@ func twoSessions(t *testing.T, args ...string) (*testDaemon, *peer, *peer) {
 	return d, p1, p2
 }
 
-// The handshake is the first session's: the second's initialize is answered from its
-// recording, and the server sees one.
-func TestMuxInitializeOnce(t *testing.T) {
-	_, p1, p2 := twoSessions(t, "-full", "-report-init")
-	// The fixture answers with the protocol version it is sent: an answer to the second
-	// session's own initialize would say 2025-03-26.
-	r1 := p1.initialize("2025-06-18", "one")
-	r2 := p2.initialize("2025-03-26", "two")
-	if string(r2.Result) != string(r1.Result) || !strings.Contains(string(r1.Result), `"protocolVersion":"2025-06-18"`) {
-		t.Errorf("the second session's initialize was answered\n%s\nwant the first's answer\n%s", r2.Result, r1.Result)
-	}
-	if got := p2.tool("1", "init_params", `{}`); !strings.Contains(string(got), `"name":"one"`) {
-		t.Errorf("the server was initialized with %s, want the first session's initialize only", got)
-	}
-}
-
-// Two initializes at once (the first still at the server when the second comes): one reaches
-// the server, and both sessions get its answer.
-func TestMuxInitializeTogether(t *testing.T) {
-	_, p1, p2 := twoSessions(t, "-full", "-report-init", "-start-delay", "300ms")
-	c1 := p1.send(`"init"`, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"one","version":"1"}}`)
-	c2 := p2.send(`"init"`, "initialize", `{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"two","version":"1"}}`)
-	r1, r2 := p1.await(c1, "answer to initialize"), p2.await(c2, "answer to initialize")
-	if r1.Error != nil || string(r1.Result) != string(r2.Result) {
-		t.Fatalf("the answers to two initializes at once differ:\n%s\n%s", r1.line, r2.line)
-	}
-	var res struct{ ProtocolVersion string }
-	_ = json.Unmarshal(r1.Result, &res)
-	want := map[string]string{"2025-06-18": `"name":"one"`, "2025-03-26": `"name":"two"`}[res.ProtocolVersion]
-	if got := p1.tool("1", "init_params", `{}`); want == "" || !strings.Contains(string(got), want) {
-		t.Errorf("the server answered %s to the initialize %s", r1.Result, got)
-	}
-}
-
 // Requests of the same ID in both sessions' spaces (what their aggregators number alike), at
 // the server together: each session gets its own answer, under its own ID.
 func TestMuxSameIDs(t *testing.T) {

@@ -152,7 +152,7 @@ func (p *proc) sendAll(qs []*queued) {
 			p.mu.Unlock()
 			continue
 		}
-		p.relay(q.a, q.r, false)
+		p.relay(q.a, q.r)
 	}
 }
 
