@@ -723,12 +723,13 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 	}
 }
 
-// detach ends a session's use of the process: what it set up is released, and the process is kept for the linger when no session is left. The session cancelled its
-// requests at the server, and answered the server's requests to it, from its table
-// (aggregator's endCalls, and notTaken for those that came after); what the multiplexer still
-// tracks of its requests reached the server after those cancellations (or the session ended
-// without them), and is cancelled here, so that no question of a request nobody waits for is
-// taken for another session's.
+// detach ends a session's use of the process: what it set up is released
+// (aggregator.ProcessSetup.Leave), and the process is kept for the linger when no session is
+// left. The session cancelled its requests at the server, and answered the server's requests
+// to it, from its table (aggregator's endCalls, and notTaken for those that came after); what
+// the multiplexer still tracks of its requests reached the server after those cancellations
+// (or the session ended without them), and is cancelled here, so that no question of a
+// request nobody waits for is taken for another session's.
 func (p *proc) detach(a *Attachment) {
 	p.mu.Lock()
 	i := slices.Index(p.atts, a)
