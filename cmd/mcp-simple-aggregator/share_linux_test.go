@@ -412,11 +412,12 @@ func TestFaultShareRouting(t *testing.T) {
 // A shared legacy server is initialized once, by its process's setup (aggregator.ProcessSetup):
 // three sessions that start together (the server takes 300 ms to answer initialize, so the
 // later ones come while it is at the server) all take that one answer, and the server hears one
-// initialize and one notifications/initialized.
+// initialize and one notifications/initialized, before any session's next request (it refuses
+// a request before it, as the Python SDK's server does).
 func TestFaultShareInitializeOnce(t *testing.T) {
 	dir := shareDir(t)
 	tag := newTag(t)
-	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full", "-report-init", "-start-delay", "300ms")+`}}`)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full", "-report-init", "-start-delay", "300ms", "-strict-init")+`}}`)
 	ss := make([]*peer, 3)
 	var wg sync.WaitGroup
 	for i := range ss {
@@ -486,6 +487,16 @@ func TestFaultShareSetup(t *testing.T) {
 		if m := ss[i].call("resources/subscribe", `{"uri":"fixture://items/refused"}`); !strings.Contains(string(m.Error), "cannot be subscribed to") {
 			t.Errorf("s%d: a subscription the server refuses: %s, want its error", i, m.Line)
 		}
+	}
+	// While the server has not answered the first subscription (it takes half a second, then
+	// refuses), a second session's goes to the server too: it is not taken for subscribed.
+	first := ss[0].send("resources/subscribe", `{"uri":"fixture://items/slowrefused"}`)
+	waitSaid(t, ss[1], "fixture: resources/subscribe of fixture://items/slowrefused is slow", 1)
+	if m := ss[1].call("resources/subscribe", `{"uri":"fixture://items/slowrefused"}`); !strings.Contains(string(m.Error), "cannot be subscribed to") {
+		t.Errorf("s1: a subscription the server refuses, asked while the first was at it: %s, want its error", m.Line)
+	}
+	if m := <-first; !strings.Contains(string(m.Error), "cannot be subscribed to") {
+		t.Errorf("s0: a subscription the server refuses: %s, want its error", m.Line)
 	}
 	// s0 is subscribed to a resource, s2 is not: an update of a part of it reaches s0 alone.
 	if m := ss[0].call("resources/subscribe", `{"uri":"fixture://items/1"}`); m.Error != nil {

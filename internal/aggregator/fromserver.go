@@ -157,8 +157,8 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 
 // complete hands the answer to c (from s, its receiver) to whoever waits for it.
 func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage) {
-	if c.undo != nil && errObj != nil {
-		c.undo() // the server did not take what its setup noted (processsetup.go)
+	if c.setupAnswered != nil {
+		c.setupAnswered(errObj == nil) // processsetup.go
 	}
 	if c.task && errObj == nil {
 		a.inflight.setTask(era.TaskID(result), s, true)
@@ -288,7 +288,7 @@ func (a *Aggregator) serverResourceUpdated(s *server, m *jsonrpc.Request) {
 	if ps, f := s.processSetup(); ps != nil {
 		// A shared process is subscribed while any session is: this one gets the updates
 		// of what it subscribed to.
-		if uri, _ := rawjson.StringMember(m.Params, "uri"); !ps.subscribed(f, uri) {
+		if uri, _ := rawjson.StringMember(m.Params, "uri"); !ps.wants(f, uri) {
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // What the sessions of one server process set up on it together: a legacy server's
@@ -31,18 +32,21 @@ import (
 // ProcessSetup is what the sessions of one shared server process set up on it together. Its
 // members are the sessions' connections to the process (their Fed): Join, Leave and Answered
 // are the process's, when a session begins and ends using it and when the server answers a
-// request of the setup's own; initialize, initialized, take, logs and subscribed are the
+// request of the setup's own; initialize, tellInitialized, take, logs and subscribed are the
 // sessions'.
 type ProcessSetup struct {
-	send func(id, method string, params json.RawMessage) // writes a request of the setup's own
+	write func(parts ...[]byte) // writes a message of the setup's own to the process
+
+	initOnce sync.Once // notifications/initialized, told once
 
 	mu      sync.Mutex
 	seq     uint64
 	init    *initCall // the process's initialize; nil before a session needed it
-	inited  bool      // a session told the process notifications/initialized
 	members map[Fed]*memberSetup
-	level   int                     // the rank the process is set to; 0 before any
-	subs    map[string]map[Fed]bool // the sessions subscribed to each resource
+	// level is the rank the process was last told (0 before any); confirmed, the last it
+	// accepted; levelAt counts the logging/setLevel requests at it, not answered yet.
+	level, confirmed, levelAt int
+	subs                      map[string]*resourceSubs
 }
 
 // initCall is the process's initialize.
@@ -58,10 +62,18 @@ type memberSetup struct {
 	level int // the rank of its last logging/setLevel; 0 before any
 }
 
-// NewProcessSetup is the setup of a process that no session uses yet; send writes a request of
-// the setup's own to it, under id. The answer to such a request is the setup's (Answered).
-func NewProcessSetup(send func(id, method string, params json.RawMessage)) *ProcessSetup {
-	return &ProcessSetup{send: send, members: map[Fed]*memberSetup{}, subs: map[string]map[Fed]bool{}}
+// resourceSubs are the sessions subscribed to a resource, and the (un)subscriptions of it at
+// the server, not answered yet: while there are some, what the server holds is not known, and
+// a session's (un)subscription goes to it too, for its own answer.
+type resourceSubs struct {
+	by      map[Fed]bool
+	pending int
+}
+
+// NewProcessSetup is the setup of a process that no session uses yet; write writes a message
+// of the setup's own to it. The answer to a request of the setup's is the setup's (Answered).
+func NewProcessSetup(write func(parts ...[]byte)) *ProcessSetup {
+	return &ProcessSetup{write: write, members: map[Fed]*memberSetup{}, subs: map[string]*resourceSubs{}}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a
@@ -94,9 +106,9 @@ func (a *Aggregator) setUp(c *call, params [][]byte) ([][]byte, bool) {
 	if ps == nil {
 		return params, false
 	}
-	set, here, undo := ps.take(f, c.method, slices.Concat(params...))
+	set, here, answered := ps.take(f, c.method, slices.Concat(params...))
 	if !here {
-		c.undo = undo
+		c.setupAnswered = answered
 		return [][]byte{set}, false
 	}
 	if !a.inflight.take(c) {
@@ -131,9 +143,12 @@ func (ps *ProcessSetup) Leave(f Fed) {
 	}
 	delete(ps.members, f)
 	var unsubs []string
-	for uri := range ps.subs {
-		if ps.subscribe(f, uri, false) {
-			unsubs = append(unsubs, uri)
+	for uri, rs := range ps.subs {
+		if rs.by[f] {
+			delete(rs.by, f)
+			if ps.unused(uri, rs) {
+				unsubs = append(unsubs, uri)
+			}
 		}
 	}
 	slices.Sort(unsubs)
@@ -147,16 +162,29 @@ func (ps *ProcessSetup) Leave(f Fed) {
 	}
 }
 
-// request sends a request of the setup's own, and returns its ID: of no session's ID space, so
-// that the process's reader hands its answer to the setup (Answered); only initialize's is
-// waited for.
-func (ps *ProcessSetup) request(method string, params json.RawMessage) string {
+// unused reports whether the resource uri is subscribed to by no session and nothing of it is
+// at the server: then it is forgotten, and the server is to be told, when it was subscribed.
+// Callers hold ps.mu.
+func (ps *ProcessSetup) unused(uri string, rs *resourceSubs) bool {
+	if len(rs.by) > 0 || rs.pending > 0 {
+		return false
+	}
+	delete(ps.subs, uri)
+	return true
+}
+
+// request sends a request of the setup's own, whose answer is dropped (Answered): of no
+// session's ID space, so that the process's reader hands it to the setup.
+func (ps *ProcessSetup) request(method string, params json.RawMessage) {
+	ps.write(stdio.Request(ps.newID(), method, params)...)
+}
+
+// newID is an ID of the setup's own.
+func (ps *ProcessSetup) newID() string {
 	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	ps.seq++
-	id := "s-setup-" + strconv.FormatUint(ps.seq, 10)
-	ps.mu.Unlock()
-	ps.send(id, method, params)
-	return id
+	return "s-setup-" + strconv.FormatUint(ps.seq, 10)
 }
 
 // Answered takes the server's answer to a request of no session's: the answer to the setup's
@@ -180,16 +208,17 @@ func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) {
 // once: a second initialize may be refused, or end it. A session whose wait ended leaves the
 // request at the server, for the next session to take its answer.
 func (ps *ProcessSetup) initialize(ctx context.Context, closed <-chan struct{}, params json.RawMessage) (result, errObj json.RawMessage, err error) {
+	id := ps.newID()
 	ps.mu.Lock()
 	h := ps.init
-	if h == nil {
-		ps.seq++
-		h = &initCall{id: "s-setup-" + strconv.FormatUint(ps.seq, 10), done: make(chan struct{})}
+	first := h == nil
+	if first {
+		h = &initCall{id: id, done: make(chan struct{})}
 		ps.init = h
-		ps.mu.Unlock()
-		ps.send(h.id, "initialize", params)
-	} else {
-		ps.mu.Unlock()
+	}
+	ps.mu.Unlock()
+	if first {
+		ps.write(stdio.Request(h.id, "initialize", params)...)
 	}
 	select {
 	case <-h.done:
@@ -201,24 +230,21 @@ func (ps *ProcessSetup) initialize(ctx context.Context, closed <-chan struct{}, 
 	}
 }
 
-// initialized reports whether the session that found the answer to initialize good is the
-// first to: it tells the process notifications/initialized, once for every session.
-func (ps *ProcessSetup) initialized() bool {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	first := !ps.inited
-	ps.inited = true
-	return first
+// tellInitialized tells the process notifications/initialized, once: every session that found
+// the answer to initialize good calls it, and none goes on before it was written, so that the
+// server hears it before any session's next request.
+func (ps *ProcessSetup) tellInitialized() {
+	ps.initOnce.Do(func() { ps.write(stdio.Notification("notifications/initialized", nil)...) })
 }
 
 // take looks at a request of the session of f that sets up the connection (setsUp), params as
 // the session would write it: it returns the params to write instead (the level of the
-// sessions together), with what to take back when the server refuses them (undo), or reports
-// that the process is set up so already (here), and the request is answered with an empty
-// result without reaching it. A level that is none of the specification's goes as written
-// (the server answers it), and changes nothing; a request of a session that is not a member
-// (its use of the process ended) is answered.
-func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (set json.RawMessage, here bool, undo func()) {
+// sessions together), with what to do once the server answered them (answered: ok when it
+// took them), or reports that the process is set up so already (here), and the request is
+// answered with an empty result without reaching it. A level that is none of the
+// specification's goes as written (the server answers it), and changes nothing; a request of
+// a session that is not a member (its use of the process ended) is answered.
+func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (set json.RawMessage, here bool, answered func(ok bool)) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	m := ps.members[f]
@@ -226,52 +252,90 @@ func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (set 
 		return nil, true, nil
 	}
 	if method == "logging/setLevel" {
-		level, _ := rawjson.StringMember(params, "level")
-		rank := era.LogRank(level)
-		if rank == 0 {
-			return params, false, nil
-		}
-		was, wasSet := m.level, ps.level
-		m.level = rank
-		merged, changed := ps.merged()
-		if !changed {
-			return nil, true, nil
-		}
-		undo = func() { ps.unlevel(f, rank, was, merged, wasSet) }
-		if merged != rank { // another session asks for more: the answer is this one's all the same
-			return levelParams(merged), false, undo
-		}
-		return params, false, undo
+		return ps.takeLevel(f, m, params)
 	}
 	uri, _ := rawjson.StringMember(params, "uri")
-	on := method == "resources/subscribe"
-	if ps.subscribe(f, uri, on) {
-		return params, false, func() { ps.unsubscribe(f, uri, on) }
+	rs := ps.subs[uri]
+	if rs == nil {
+		rs = &resourceSubs{by: map[Fed]bool{}}
+		ps.subs[uri] = rs
 	}
-	return nil, true, nil
+	on := method == "resources/subscribe"
+	had := rs.by[f]
+	if on {
+		rs.by[f] = true
+	} else {
+		delete(rs.by, f)
+	}
+	// The first subscription and the last unsubscription go to the server, and any while one
+	// is there (what it holds is not known before its answer).
+	if tells := on && !had && len(rs.by) == 1 || !on && had && len(rs.by) == 0; !tells && rs.pending == 0 {
+		ps.unused(uri, rs)
+		return nil, true, nil
+	}
+	rs.pending++
+	return params, false, func(ok bool) { ps.subscribed(f, uri, rs, on, had, ok) }
 }
 
-// unlevel takes back a logging/setLevel of the session of f that the server refused: its level
-// is what it was (unless it asked for another since), and so is the process's (unless another
-// was set since).
-func (ps *ProcessSetup) unlevel(f Fed, rank, was, set, wasSet int) {
+// subscribed takes the server's answer to an (un)subscription of uri by the session of f: one
+// it refused is taken back (the session is subscribed as it was), so that the next session's
+// goes to the server, and gets its error, as unshared; a subscription taken once no session
+// wants it any more is undone.
+func (ps *ProcessSetup) subscribed(f Fed, uri string, rs *resourceSubs, on, had, ok bool) {
+	ps.mu.Lock()
+	rs.pending--
+	if !ok && ps.members[f] != nil && rs.by[f] == on {
+		if had {
+			rs.by[f] = true
+		} else {
+			delete(rs.by, f)
+		}
+	}
+	undo := ps.unused(uri, rs) && ok && on
+	ps.mu.Unlock()
+	if undo {
+		ps.request("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
+	}
+}
+
+// takeLevel is take of a logging/setLevel. Callers hold ps.mu.
+func (ps *ProcessSetup) takeLevel(f Fed, m *memberSetup, params json.RawMessage) (json.RawMessage, bool, func(bool)) {
+	level, _ := rawjson.StringMember(params, "level")
+	rank := era.LogRank(level)
+	if rank == 0 {
+		return params, false, nil
+	}
+	was := m.level
+	m.level = rank
+	merged, changed := ps.merged()
+	if !changed && ps.levelAt == 0 {
+		return nil, true, nil // the process was told, and took, this level
+	}
+	ps.levelAt++
+	answered := func(ok bool) { ps.leveled(f, rank, was, merged, ok) }
+	if merged != rank { // another session asks for more: the answer is this one's all the same
+		return levelParams(merged), false, answered
+	}
+	return params, false, answered
+}
+
+// leveled takes the server's answer to a logging/setLevel to the rank sent, of the session of
+// f, which asked for rank (was before): one it refused is taken back, the session's level (unless
+// it asked for another since) and, once no other is at the server, the process's, which is then
+// the last it took.
+func (ps *ProcessSetup) leveled(f Fed, rank, was, sent int, ok bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.levelAt--
+	if ok {
+		ps.confirmed = sent
+		return
+	}
 	if m := ps.members[f]; m != nil && m.level == rank {
 		m.level = was
 	}
-	if ps.level == set {
-		ps.level = wasSet
-	}
-}
-
-// unsubscribe takes back the (un)subscription of uri by the session of f that the server
-// refused, so that the next session's goes to the server.
-func (ps *ProcessSetup) unsubscribe(f Fed, uri string, on bool) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.members[f] != nil {
-		ps.subscribe(f, uri, !on)
+	if ps.levelAt == 0 {
+		ps.level = ps.confirmed
 	}
 }
 
@@ -291,29 +355,6 @@ func (ps *ProcessSetup) merged() (int, bool) {
 	return lowest, true
 }
 
-// subscribe notes the (un)subscription of uri by the session of f; it reports whether the
-// server is to be asked: the first subscription, or the last unsubscription. Callers hold
-// ps.mu.
-func (ps *ProcessSetup) subscribe(f Fed, uri string, on bool) bool {
-	cur := ps.subs[uri]
-	switch {
-	case on && !cur[f]:
-		if cur == nil {
-			cur = map[Fed]bool{}
-			ps.subs[uri] = cur
-		}
-		cur[f] = true
-		return len(cur) == 1
-	case !on && cur[f]:
-		delete(cur, f)
-		if len(cur) == 0 {
-			delete(ps.subs, uri)
-			return true
-		}
-	}
-	return false
-}
-
 // logs reports whether a log message at rank reaches the session of f: one at or above the
 // level it asked for, or any when it asked for none (unshared, the process would log at its
 // own default level, which a shared one may be set away from by the others).
@@ -324,16 +365,16 @@ func (ps *ProcessSetup) logs(f Fed, rank int) bool {
 	return m != nil && (m.level == 0 || rank >= m.level)
 }
 
-// subscribed reports whether the session of f is subscribed to uri, or to a resource uri is
-// part of (era.PartOf).
-func (ps *ProcessSetup) subscribed(f Fed, uri string) bool {
+// wants reports whether the session of f is subscribed to uri, or to a resource uri is part
+// of (era.PartOf): an update of it is the session's.
+func (ps *ProcessSetup) wants(f Fed, uri string) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.subs[uri][f] {
+	if rs := ps.subs[uri]; rs != nil && rs.by[f] {
 		return true
 	}
-	for sub, fs := range ps.subs {
-		if fs[f] && era.PartOf(uri, sub) {
+	for sub, rs := range ps.subs {
+		if rs.by[f] && era.PartOf(uri, sub) {
 			return true
 		}
 	}

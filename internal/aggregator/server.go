@@ -142,9 +142,9 @@ type Fed interface {
 	// take it any more: written to the process itself, since the session's connection to it
 	// may be closed already.
 	Refuse(id jsonrpc.ID, errObj json.RawMessage)
-	// Setup is what the sessions of the process set up on it together (processsetup.go): the
-	// log level and the subscriptions of a legacy server, merged by the session that writes
-	// them.
+	// Setup is what the sessions of the process set up on it together (processsetup.go): a
+	// legacy server's initialization, done once, and its log level and subscriptions, merged
+	// by the session that writes them.
 	Setup() *ProcessSetup
 }
 

@@ -52,7 +52,9 @@ func (l legacyServer) handshake(ctx context.Context, s *server, params json.RawM
 		s.tasks = t
 	}
 	s.log.Debug("initialized", "protocol", s.protocol, "name", s.name)
-	if ps, _ := s.processSetup(); ps == nil || ps.initialized() {
+	if ps, _ := s.processSetup(); ps != nil {
+		ps.tellInitialized()
+	} else {
 		s.conn.Send(nil, stdio.Notification("notifications/initialized", nil)...)
 	}
 	return "", nil

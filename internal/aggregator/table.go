@@ -95,9 +95,9 @@ type call struct {
 	// server's log messages reach the client while such a request is in flight to it; 0 for
 	// none.
 	logLevel int
-	// undo takes back what a shared process's setup noted of a request that sets it up, when
-	// the server refuses it (ProcessSetup.take); nil for any other.
-	undo func()
+	// setupAnswered tells a shared process's setup how the server answered a request that
+	// sets it up (ProcessSetup.take: ok when it took it); nil for any other.
+	setupAnswered func(ok bool)
 
 	seq uint64 // the order it was added in
 	// For the debug log.

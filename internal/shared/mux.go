@@ -169,7 +169,7 @@ func (r *request) jsonID() jsonrpc.ID {
 func newProc(d *daemon, w want) *proc {
 	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
 		askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}}
-	p.setup = aggregator.NewProcessSetup(p.setupRequest)
+	p.setup = aggregator.NewProcessSetup(func(parts ...[]byte) { p.conn.Send(nil, parts...) })
 	return p
 }
 
@@ -309,7 +309,7 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 }
 
 // merged are the methods of the requests the multiplexer merges, or answers itself.
-var merged = map[string]bool{"initialize": true, "server/discover": true, "subscriptions/listen": true}
+var merged = map[string]bool{"server/discover": true, "subscriptions/listen": true}
 
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
 // string (as in every session's space); the request holds a copy of the line (the session's
@@ -769,12 +769,6 @@ func (p *proc) detach(a *Attachment) {
 	if empty {
 		p.d.log.Info("no session uses the server: it is kept for the linger", "pid", p.child.PID(), "linger", p.d.linger)
 	}
-}
-
-// setupRequest writes a request of the process's setup's own (aggregator.ProcessSetup: its
-// initialize, a session's release).
-func (p *proc) setupRequest(id, method string, params json.RawMessage) {
-	p.conn.Send(nil, stdio.Request(id, method, params)...)
 }
 
 // startLinger starts the linger. Callers hold p.mu.
