@@ -1059,6 +1059,62 @@ func TestFaultShareModernListenGap(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
+// A shared modern server that lets go of a replaced listen only after the setup stopped waiting
+// for it (the go-sdk then ends the connection's list subscriptions, the new listen's with
+// them): once the old one ends, the setup listens again, and a list change reaches every
+// session again. Each round grows a tool and waits a while for both sessions to hear of it; a
+// round whose change fell between the late end and the new listen is heard of by neither, so
+// the next round is tried.
+func TestFaultShareModernListenEndedLate(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-listen-end-delay", "1s"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+	var ss []*peer
+	for range 2 {
+		ss = append(ss, shareSessionAs(t, path, shareInit, "--probe-timeout", "200ms"))
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d processes for two sessions of a modern server, want 1", n)
+	}
+	// s1 subscribes: the setup listens again, and stops waiting for the old listen's end, which
+	// comes a second after it was cancelled.
+	if m := ss[1].call("resources/subscribe", `{"uri":"gosdk://static/a"}`); m.Error != nil {
+		t.Fatalf("subscribe: %s", m.Line)
+	}
+	waitSaid(t, ss[0], "gosdk: let go of a cancelled listen late", 1)
+	heard := func(p *peer) bool {
+		deadline := time.After(2 * time.Second)
+		for {
+			select {
+			case m := <-p.notes:
+				if m.Method == "notifications/tools/list_changed" {
+					return true
+				}
+			case <-deadline:
+				return false
+			}
+		}
+	}
+	deadline := time.Now().Add(testTimeout)
+	for round := 1; ; round++ {
+		for _, s := range ss {
+			drain(s)
+		}
+		ss[0].call("tools/call", `{"name":"m:grow","arguments":{}}`)
+		if heard(ss[0]) && heard(ss[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d rounds, a list change no longer reaches the sessions: the listen that ended late took the new one's subscriptions, and nothing listened again", round)
+		}
+	}
+	for _, s := range ss {
+		s.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
 // Sessions of different clients that start at once share a modern server: a session does not
 // start a process of its own while the one another session started has not said its era.
 func TestFaultShareModernAtOnce(t *testing.T) {

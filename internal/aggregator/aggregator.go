@@ -56,8 +56,9 @@
 //	serverlegacy.go  a legacy server: initialize, logging/setLevel, resources/subscribe
 //	servermodern.go  a modern server: the envelope, its listen, server/discover as health
 //	probe.go         the server/discover probe that settles a server's era
-//	processsetup.go  a legacy server's level and subscriptions, merged for the sessions of a
-//	                 shared process
+//	processsetup.go  what the sessions of a shared process set up on it together: a legacy
+//	                 server's initialization, level and subscriptions
+//	processlisten.go  a shared modern server's one listen, for every session
 //	fulfil.go        a modern server's input_required carried through for a legacy client
 //
 // What the go-sdk still does: for a legacy client, the handshake (its ServerSession

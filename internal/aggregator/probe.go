@@ -32,10 +32,10 @@ const defaultProbeTimeout = 2 * time.Second
 // initialize (respawn): some legacy servers exit on an unknown method ("rmcp servers exit on
 // it", go-sdk issue #1177, docs/protocol-eras.md §3), and the rule asks for a fallback to
 // initialize, which such a process cannot take any more. On failure it names the request that
-// failed. A shared process's process is told a modern era before its handshake (its listen is
-// taken apart by the era), a legacy one once initialize succeeded: a probe that timed out may
-// yet be answered (the late path), and a legacy era told too soon would keep the sessions after
-// from probing a modern server.
+// failed. A shared process's process is told a modern era before its handshake (sessions of
+// other clients waiting to share it go on, and its requests take no turns), a legacy one once
+// initialize succeeded: a probe that timed out may yet be answered (the late path), and a legacy
+// era told too soon would keep the sessions after from probing a modern server.
 func (a *Aggregator) settleEra(ctx context.Context, s *server, params json.RawMessage) (stage string, err error) {
 	stage, err = a.settleSide(ctx, s, params)
 	if err == nil {
@@ -99,8 +99,8 @@ func (a *Aggregator) knownEra(s *server) (e era.Era, ok bool, why string) {
 }
 
 // settle makes s be spoken to as side says; a shared process's process is told a modern era at
-// once, before anything of the era is sent (its listen, which the shared process takes apart
-// only for a server it knows to be modern).
+// once, before anything of the era is sent (the sessions of other clients that wait to know
+// whether they may share it, daemon.attach, wait no longer).
 func (a *Aggregator) settle(s *server, side serverSide) {
 	s.setSide(side)
 	if side.era() == era.Modern {

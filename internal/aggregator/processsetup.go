@@ -37,7 +37,8 @@ import (
 type ProcessSetup struct {
 	write func(parts ...[]byte) // writes a message of the setup's own to the process
 
-	initOnce sync.Once // notifications/initialized, told once
+	initOnce sync.Once  // notifications/initialized, told once
+	reopen   sync.Mutex // one (re-)opening of a modern server's listen at a time (processlisten.go)
 
 	mu      sync.Mutex
 	seq     uint64
@@ -47,6 +48,11 @@ type ProcessSetup struct {
 	// accepted; levelAt counts the logging/setLevel requests at it, not answered yet.
 	level, confirmed, levelAt int
 	subs                      map[string]*resourceSubs
+	// A modern server's listen (processlisten.go): the sessions' parts in it, the open one,
+	// and the listens of the setup's own not yet answered, by ID.
+	listeners map[Fed]*listener
+	open      *setupListen
+	byID      map[string]*setupListen
 }
 
 // initCall is the process's initialize.
@@ -73,7 +79,8 @@ type resourceSubs struct {
 // NewProcessSetup is the setup of a process that no session uses yet; write writes a message
 // of the setup's own to it. The answer to a request of the setup's is the setup's (Answered).
 func NewProcessSetup(write func(parts ...[]byte)) *ProcessSetup {
-	return &ProcessSetup{write: write, members: map[Fed]*memberSetup{}, subs: map[string]*resourceSubs{}}
+	return &ProcessSetup{write: write, members: map[Fed]*memberSetup{}, subs: map[string]*resourceSubs{},
+		listeners: map[Fed]*listener{}, byID: map[string]*setupListen{}}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a
@@ -87,12 +94,21 @@ func setsUp(method string) bool {
 }
 
 // processSetup is the setup the sessions of the process of s share, and the session's member
-// of it; nil for a process of the session's own, and for a server whose setup is not the
-// connection's (a modern one: each request carries its level, and its listen the
-// subscriptions, listen.go).
+// of it, for what a legacy server takes on the connection (its initialization, log level and
+// subscriptions); nil for a process of the session's own, and for a modern server, whose
+// requests carry their level, and whose listen the subscriptions (sharedSetup).
 func (s *server) processSetup() (*ProcessSetup, Fed) {
+	if !s.side().setsLevel() {
+		return nil, nil
+	}
+	return s.sharedSetup()
+}
+
+// sharedSetup is the setup the sessions of the process of s share, and the session's member of
+// it; nil for a process of the session's own.
+func (s *server) sharedSetup() (*ProcessSetup, Fed) {
 	f := s.fed()
-	if f == nil || !s.side().setsLevel() {
+	if f == nil {
 		return nil, nil
 	}
 	return f.Setup(), f
@@ -142,6 +158,7 @@ func (ps *ProcessSetup) Leave(f Fed) {
 		return
 	}
 	delete(ps.members, f)
+	delete(ps.listeners, f) // the open listen asks for at least as much: it costs the server nothing
 	var unsubs []string
 	for uri, rs := range ps.subs {
 		if rs.by[f] {
@@ -188,8 +205,11 @@ func (ps *ProcessSetup) newID() string {
 }
 
 // Answered takes the server's answer to a request of no session's: the answer to the setup's
-// initialize is kept; any other is dropped.
+// initialize is kept, one to a listen of the setup's ends it; any other is dropped.
 func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) {
+	if ps.listenEnded(id, errObj) {
+		return
+	}
 	ps.mu.Lock()
 	h := ps.init
 	ps.mu.Unlock()

@@ -146,7 +146,9 @@ func (m *modernServer) carry(c *call, s *server, result json.RawMessage) bool {
 // A change of the client's subscriptions re-opens the listen with the new set. The go-sdk's
 // server ends the list subscriptions of every listen of a connection when any one of them
 // ends (docs/protocol-eras.md §6), so the old listen is ended first, and its end awaited,
-// before the new one is opened; the lists are read again after, for changes meanwhile.
+// before the new one is opened; the lists are read again after, for changes meanwhile. A
+// shared process's server hears one listen for every session, its setup's, which does the
+// same (processlisten.go).
 
 // childListen is the listen of a modern server: one (re-)opening at a time, and the open one.
 type childListen struct {
@@ -176,6 +178,14 @@ func (l *listenCall) end(errObj json.RawMessage) {
 // An old listen is ended first (see childListen).
 func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error) {
 	a, l := m.a, &m.listen
+	if ps, f := s.sharedSetup(); ps != nil {
+		// A shared process hears one listen, its setup's, for every session (processlisten.go).
+		_, uris := a.setup.of(s.key)
+		filter := era.ListenFilter(s.caps, uris)
+		params := era.Envelop(era.ListenParams(filter), m.envelope)
+		grace := min(a.opts.ProbeTimeout, a.opts.StartupTimeout)
+		return ps.listen(ctx, s.readDone, f, params, filter, grace, a.opts.StartupTimeout, func() { go a.refresh(s, allKinds...) })
+	}
 	l.reopen.Lock()
 	defer l.reopen.Unlock()
 	l.mu.Lock()

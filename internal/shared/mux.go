@@ -47,8 +47,9 @@ import (
 //	                           serves (turns.go), else to the first session attached: never
 //	                           to a session that does not have the server; its cancellation
 //	                           to every session, whose table has it or drops it
-//	list changes, log messages to every session; a modern server's listen notifications to the
-//	and resource updates       session of the listen
+//	list changes, log messages to every session; a modern server's listen (its setup's,
+//	and resource updates       aggregator.ProcessSetup, for every session) to the sessions whose
+//	                           listens ask for them, untagged
 //
 // A session that stops using the process cancels its requests at the server and answers the
 // server's requests to it with an error itself, from its table (aggregator's endCalls); the
@@ -77,29 +78,25 @@ type proc struct {
 	more     bool
 	bursting []*Attachment
 
-	mu           sync.Mutex
-	atts         []*Attachment
-	users        map[string]int // the sessions attached or attaching, by ID (daemon.find)
-	keys         []string       // the keys sessions gave it
-	seq          uint64
-	setup        *aggregator.ProcessSetup // what the sessions set up on it together
-	calls        map[string]*relayed      // the requests it tracks, by ID (of a session's space)
-	askers       map[string]bool          // the requests known or suspected to ask (turns.go)
-	suspects     map[string]bool          // those only suspected
-	questions    uint64                   // the server's requests for input so far
-	asking       map[*Attachment]int      // each session's requests of those at the server
-	queue        []*queued                // such requests waiting for their session's turn
-	listens      []*sessionListen         // a modern server's: the sessions' listens (listen.go)
-	own          *ownListen               // and the shared process's own at the server
-	listenParams json.RawMessage          // the latest session's listen, whose envelope the own one takes
-	eraSeen      era.Era                  // what a session's handshake found (settled)
-	eraKnown     bool
-	decided      chan struct{} // closed once a session's handshake settled its era, or no session will (detach, abandon, exit)
-	decide       sync.Once
-	linger       *time.Timer // set while no session uses it
-	lingerGen    uint64      // which linger lingered is for
-	exited       bool
-	exitDesc     string
+	mu        sync.Mutex
+	atts      []*Attachment
+	users     map[string]int           // the sessions attached or attaching, by ID (daemon.find)
+	keys      []string                 // the keys sessions gave it
+	setup     *aggregator.ProcessSetup // what the sessions set up on it together
+	calls     map[string]*relayed      // the requests it tracks, by ID (of a session's space)
+	askers    map[string]bool          // the requests known or suspected to ask (turns.go)
+	suspects  map[string]bool          // those only suspected
+	questions uint64                   // the server's requests for input so far
+	asking    map[*Attachment]int      // each session's requests of those at the server
+	queue     []*queued                // such requests waiting for their session's turn
+	eraSeen   era.Era                  // what a session's handshake found (settled)
+	eraKnown  bool
+	decided   chan struct{} // closed once a session's handshake settled its era, or no session will (detach, abandon, exit)
+	decide    sync.Once
+	linger    *time.Timer // set while no session uses it
+	lingerGen uint64      // which linger lingered is for
+	exited    bool
+	exitDesc  string
 }
 
 // relayed is a session's request at the server that the multiplexer tracks (proc.tracks).
@@ -308,8 +305,8 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 	}
 }
 
-// merged are the methods of the requests the multiplexer merges, or answers itself.
-var merged = map[string]bool{"server/discover": true, "subscriptions/listen": true}
+// merged are the methods of the requests the multiplexer answers itself.
+var merged = map[string]bool{"server/discover": true}
 
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
 // string (as in every session's space); the request holds a copy of the line (the session's
@@ -364,11 +361,6 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 		if p.eraKnown && p.eraSeen == era.Legacy {
 			p.mu.Unlock()
 			a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}}, nil)
-			return
-		}
-	case "subscriptions/listen":
-		if p.eraKnown && p.eraSeen == era.Modern {
-			p.listen(a, m)
 			return
 		}
 	}
@@ -432,8 +424,7 @@ func (p *proc) tracks(r *request) bool {
 // settled takes the era a session's handshake found the process to speak (the core's probe,
 // Attachment.Settled: a modern one before its handshake, a legacy one once initialize
 // succeeded): the sessions that attach after it are told it (a legacy process is not probed
-// again), and find, the turns, the listens and the merged requests go by it. The first said
-// counts.
+// again), and find and the turns go by it. The first said counts.
 func (p *proc) settled(e era.Era) {
 	p.mu.Lock()
 	if !p.eraKnown {
@@ -468,10 +459,6 @@ func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request, line []byte
 		// request still waiting for its turn is never sent.
 		key, _ := id.Raw().(string)
 		p.mu.Lock()
-		if p.unlisten(a, id) {
-			p.mu.Unlock()
-			return
-		}
 		var send bool
 		switch c := p.calls[key]; {
 		case c != nil:
@@ -566,9 +553,6 @@ func (p *proc) flush() {
 // answer passes the server's answer to the session whose request it is.
 func (p *proc) answer(m *jsonrpc.Response) {
 	did, _ := m.ID.Raw().(string)
-	if p.listenEnded(did, p.hand, m) {
-		return
-	}
 	p.mu.Lock()
 	c := p.calls[did]
 	if c == nil {
@@ -577,7 +561,7 @@ func (p *proc) answer(m *jsonrpc.Response) {
 		if to != nil {
 			p.hand(to, m)
 		} else {
-			p.setup.Answered(did, m.Result, stdio.ErrorJSON(m.Error)) // the setup's own, or dropped
+			p.setup.Answered(did, m.Result, stdio.ErrorJSON(m.Error)) // the setup's own (its initialize, its listen), or dropped
 		}
 		return
 	}
@@ -703,11 +687,16 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 			}
 		}
 	case hasTag(params):
-		// A modern server's listen: the shared process's own (listen.go).
+		// A modern server's listen: its setup's, for every session (aggregator.ProcessSetup);
+		// each session whose listen asks for it gets it untagged.
 		rawID, rest, _ := era.Untag(params)
 		did, _ := rawjson.Decode(rawID)
 		p.mu.Unlock()
-		p.listenNotification(did, m.Method, rest)
+		for _, f := range p.setup.ListenNotification(did, m.Method, rest) {
+			if a, ok := f.(*Attachment); ok {
+				p.hand(a, &jsonrpc.Request{Method: m.Method, Params: rest})
+			}
+		}
 		return
 	default:
 		// List changes, and what else it announces: every session has the server. The
@@ -750,7 +739,6 @@ func (p *proc) detach(a *Attachment) {
 		}
 	}
 	p.queue = slices.DeleteFunc(p.queue, func(q *queued) bool { return q.a == a })
-	p.dropListens(a)
 	next := p.next()
 	empty := len(p.atts) == 0 && !p.exited
 	if empty {
