@@ -21,12 +21,13 @@ import (
 // take each other's notifications away. So the process hears one listen, the setup's own,
 // asking for what the sessions ask together; each session's listen is what of it the server
 // agreed to, and the process's reader hands each session the notifications its filter asks for
-// (ListenNotification), without the tag. A session that asks for more than the open listen has
-// makes the setup listen again: the old one is ended first, and its end awaited (the go-sdk
+// (ListenNotification), without the tag. A session that asks for other than the sessions asked
+// together (more, or less: a resource no session subscribes to any more is not to be
+// updated) makes the setup listen again: the old one is ended first, and its end awaited (the go-sdk
 // answers a cancelled listen once it let go of it; a server that says nothing more gets the
 // grace), before the new one is opened; the other sessions then read the lists again (gap), for
-// changes while nothing was subscribed. A session's listen that ends costs the server nothing:
-// the open one asks for at least as much.
+// changes while nothing was subscribed. A session that stops using the process leaves the listen
+// as it is: it asks for at least as much as the others.
 
 // setupListen is a subscriptions/listen of the setup's own.
 type setupListen struct {
@@ -51,7 +52,7 @@ type listener struct {
 // for the acknowledgement until ctx ends, or closed is closed (the session's use of the process
 // ended); grace bounds the wait for the end of a listen the setup cancelled to listen again,
 // and bound the wait for one that did not end within the grace (endedLate).
-func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f Fed, params json.RawMessage, filter era.Filter, grace, bound time.Duration, gap func()) ([]string, error) {
+func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f any, params json.RawMessage, filter era.Filter, grace, bound time.Duration, gap func()) ([]string, error) {
 	ps.reopen.Lock()
 	defer ps.reopen.Unlock()
 	ps.mu.Lock()
@@ -62,7 +63,7 @@ func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f Fe
 	ps.listeners[f] = &listener{filter: filter, gap: gap}
 	want := ps.wanted()
 	old := ps.open
-	if old != nil && !old.ending && old.filter.Includes(want) {
+	if old != nil && !old.ending && old.filter.Includes(want) && want.Includes(old.filter) {
 		ps.mu.Unlock()
 		return ps.agreed(ctx, closed, old, filter)
 	}
@@ -145,7 +146,7 @@ func (ps *ProcessSetup) agreed(ctx context.Context, closed <-chan struct{}, l *s
 // gaps has every session but that of f that listens read the lists again: between the listen
 // the setup ended and the one it opened, nothing was subscribed at the server, and a change
 // then was told to no one.
-func (ps *ProcessSetup) gaps(f Fed) {
+func (ps *ProcessSetup) gaps(f any) {
 	ps.mu.Lock()
 	var gaps []func()
 	for g, l := range ps.listeners {
@@ -190,6 +191,7 @@ func (ps *ProcessSetup) endedLate(old, cur *setupListen, params json.RawMessage,
 	next := ps.openListen(want, params)
 	select {
 	case <-next.acked:
+		ps.log.Debug("listened again: the listen it replaced ended late")
 		ps.gaps(nil)
 	case <-next.ended:
 	case <-time.After(bound):
@@ -229,7 +231,7 @@ func (ps *ProcessSetup) listenEnded(id string, errObj json.RawMessage) bool {
 // a notification of a listen no longer open is dropped ("MUST NOT send any notification on
 // the subscription before" the acknowledgement: the server's, which a session's listen waits
 // for).
-func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessage) []Fed {
+func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessage) []any {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	l := ps.open
@@ -241,11 +243,12 @@ func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessa
 			agreed, _ := era.ReadFilter(rest)
 			l.agreed = &agreed
 			close(l.acked)
+			ps.log.Debug("listening", "subscription", id, "agreed", rawjson.Marshal(agreed))
 		}
 		return nil
 	}
 	uri, _ := rawjson.StringMember(rest, "uri")
-	var to []Fed
+	var to []any
 	for f, ls := range ps.listeners {
 		if ls.filter.Wants(method) || method == "notifications/resources/updated" && ls.filter.Covers(uri) {
 			to = append(to, f)

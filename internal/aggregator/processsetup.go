@@ -3,8 +3,10 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
@@ -30,12 +32,14 @@ import (
 // each session gets what its own client asked for, whatever the process was set to for others.
 
 // ProcessSetup is what the sessions of one shared server process set up on it together. Its
-// members are the sessions' connections to the process (their Fed): Join, Leave and Answered
-// are the process's, when a session begins and ends using it and when the server answers a
-// request of the setup's own; initialize, tellInitialized, take, logs and subscribed are the
-// sessions'.
+// members are the sessions' handles on the process: their Fed (a shared process's), or the
+// server whose process it is (a process of the session's own, which has a setup for its listen
+// alone: processlisten.go). Join, Leave and Answered are the process's, when a session begins
+// and ends using it and when the server answers a request of the setup's own; the others are
+// the sessions'.
 type ProcessSetup struct {
 	write func(parts ...[]byte) // writes a message of the setup's own to the process
+	log   *slog.Logger
 
 	initOnce sync.Once  // notifications/initialized, told once
 	reopen   sync.Mutex // one (re-)opening of a modern server's listen at a time (processlisten.go)
@@ -43,14 +47,14 @@ type ProcessSetup struct {
 	mu      sync.Mutex
 	seq     uint64
 	init    *initCall // the process's initialize; nil before a session needed it
-	members map[Fed]*memberSetup
+	members map[any]*memberSetup
 	// level is the rank the process was last told (0 before any); confirmed, the last it
 	// accepted; levelAt counts the logging/setLevel requests at it, not answered yet.
 	level, confirmed, levelAt int
 	subs                      map[string]*resourceSubs
 	// A modern server's listen (processlisten.go): the sessions' parts in it, the open one,
 	// and the listens of the setup's own not yet answered, by ID.
-	listeners map[Fed]*listener
+	listeners map[any]*listener
 	open      *setupListen
 	byID      map[string]*setupListen
 }
@@ -72,15 +76,15 @@ type memberSetup struct {
 // the server, not answered yet: while there are some, what the server holds is not known, and
 // a session's (un)subscription goes to it too, for its own answer.
 type resourceSubs struct {
-	by      map[Fed]bool
+	by      map[any]bool
 	pending int
 }
 
 // NewProcessSetup is the setup of a process that no session uses yet; write writes a message
 // of the setup's own to it. The answer to a request of the setup's is the setup's (Answered).
-func NewProcessSetup(write func(parts ...[]byte)) *ProcessSetup {
-	return &ProcessSetup{write: write, members: map[Fed]*memberSetup{}, subs: map[string]*resourceSubs{},
-		listeners: map[Fed]*listener{}, byID: map[string]*setupListen{}}
+func NewProcessSetup(write func(parts ...[]byte), log *slog.Logger) *ProcessSetup {
+	return &ProcessSetup{write: write, log: log, members: map[any]*memberSetup{}, subs: map[string]*resourceSubs{},
+		listeners: map[any]*listener{}, byID: map[string]*setupListen{}}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a
@@ -114,6 +118,17 @@ func (s *server) sharedSetup() (*ProcessSetup, Fed) {
 	return f.Setup(), f
 }
 
+// listenSetup is the setup whose listen is that of the process of s (processlisten.go), and the
+// session's member of it: the shared process's, or the one of a process of the session's own.
+func (s *server) listenSetup() (*ProcessSetup, any) {
+	if ps, f := s.sharedSetup(); ps != nil {
+		return ps, f
+	}
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	return s.own, s
+}
+
 // setUp takes a request c that sets up the connection of s (setsUp), in the table and about to
 // be written, params as they would be: it returns what to write, or reports that c was
 // answered here, the process being set up so already (ProcessSetup.take).
@@ -140,7 +155,7 @@ func (a *Aggregator) setUp(c *call, params [][]byte) ([][]byte, bool) {
 }
 
 // Join makes f a member: what its session sets up on the process counts from now.
-func (ps *ProcessSetup) Join(f Fed) {
+func (ps *ProcessSetup) Join(f any) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.members[f] == nil {
@@ -151,7 +166,7 @@ func (ps *ProcessSetup) Join(f Fed) {
 // Leave releases what the session of f set up: each resource that no other session is
 // subscribed to is unsubscribed, and the process is set to the level the others ask for,
 // when that is less verbose (it stays at what it was when none asks for any).
-func (ps *ProcessSetup) Leave(f Fed) {
+func (ps *ProcessSetup) Leave(f any) {
 	ps.mu.Lock()
 	if ps.members[f] == nil {
 		ps.mu.Unlock()
@@ -201,14 +216,19 @@ func (ps *ProcessSetup) newID() string {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.seq++
-	return "s-setup-" + strconv.FormatUint(ps.seq, 10)
+	return setupIDs + strconv.FormatUint(ps.seq, 10)
 }
 
+// setupIDs begins the IDs of the setup's own requests: of no session's ID space, nor of the
+// in-flight table's.
+const setupIDs = "s-setup-"
+
 // Answered takes the server's answer to a request of no session's: the answer to the setup's
-// initialize is kept, one to a listen of the setup's ends it; any other is dropped.
-func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) {
+// initialize is kept, one to a listen of the setup's ends it; any other request of the
+// setup's has its answer dropped. It reports whether id was of the setup's.
+func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) bool {
 	if ps.listenEnded(id, errObj) {
-		return
+		return true
 	}
 	ps.mu.Lock()
 	h := ps.init
@@ -218,6 +238,7 @@ func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) {
 		h.result, h.errObj = result, errObj
 		close(h.done)
 	}
+	return strings.HasPrefix(id, setupIDs)
 }
 
 // initialize returns the process's answer to initialize (its result, or its error object):
@@ -264,7 +285,7 @@ func (ps *ProcessSetup) tellInitialized() {
 // answered with an empty result without reaching it. A level that is none of the
 // specification's goes as written (the server answers it), and changes nothing; a request of
 // a session that is not a member (its use of the process ended) is answered.
-func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (set json.RawMessage, here bool, answered func(ok bool)) {
+func (ps *ProcessSetup) take(f any, method string, params json.RawMessage) (set json.RawMessage, here bool, answered func(ok bool)) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	m := ps.members[f]
@@ -277,7 +298,7 @@ func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (set 
 	uri, _ := rawjson.StringMember(params, "uri")
 	rs := ps.subs[uri]
 	if rs == nil {
-		rs = &resourceSubs{by: map[Fed]bool{}}
+		rs = &resourceSubs{by: map[any]bool{}}
 		ps.subs[uri] = rs
 	}
 	on := method == "resources/subscribe"
@@ -301,7 +322,7 @@ func (ps *ProcessSetup) take(f Fed, method string, params json.RawMessage) (set 
 // it refused is taken back (the session is subscribed as it was), so that the next session's
 // goes to the server, and gets its error, as unshared; a subscription taken once no session
 // wants it any more is undone.
-func (ps *ProcessSetup) subscribed(f Fed, uri string, rs *resourceSubs, on, had, ok bool) {
+func (ps *ProcessSetup) subscribed(f any, uri string, rs *resourceSubs, on, had, ok bool) {
 	ps.mu.Lock()
 	rs.pending--
 	if !ok && ps.members[f] != nil && rs.by[f] == on {
@@ -319,7 +340,7 @@ func (ps *ProcessSetup) subscribed(f Fed, uri string, rs *resourceSubs, on, had,
 }
 
 // takeLevel is take of a logging/setLevel. Callers hold ps.mu.
-func (ps *ProcessSetup) takeLevel(f Fed, m *memberSetup, params json.RawMessage) (json.RawMessage, bool, func(bool)) {
+func (ps *ProcessSetup) takeLevel(f any, m *memberSetup, params json.RawMessage) (json.RawMessage, bool, func(bool)) {
 	level, _ := rawjson.StringMember(params, "level")
 	rank := era.LogRank(level)
 	if rank == 0 {
@@ -343,7 +364,7 @@ func (ps *ProcessSetup) takeLevel(f Fed, m *memberSetup, params json.RawMessage)
 // f, which asked for rank (was before): one it refused is taken back, the session's level (unless
 // it asked for another since) and, once no other is at the server, the process's, which is then
 // the last it took.
-func (ps *ProcessSetup) leveled(f Fed, rank, was, sent int, ok bool) {
+func (ps *ProcessSetup) leveled(f any, rank, was, sent int, ok bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.levelAt--
@@ -378,7 +399,7 @@ func (ps *ProcessSetup) merged() (int, bool) {
 // logs reports whether a log message at rank reaches the session of f: one at or above the
 // level it asked for, or any when it asked for none (unshared, the process would log at its
 // own default level, which a shared one may be set away from by the others).
-func (ps *ProcessSetup) logs(f Fed, rank int) bool {
+func (ps *ProcessSetup) logs(f any, rank int) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	m := ps.members[f]
@@ -387,7 +408,7 @@ func (ps *ProcessSetup) logs(f Fed, rank int) bool {
 
 // wants reports whether the session of f is subscribed to uri, or to a resource uri is part
 // of (era.PartOf): an update of it is the session's.
-func (ps *ProcessSetup) wants(f Fed, uri string) bool {
+func (ps *ProcessSetup) wants(f any, uri string) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if rs := ps.subs[uri]; rs != nil && rs.by[f] {

@@ -86,6 +86,9 @@ type server struct {
 
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
+	// own is the setup of a process of the session's own (Piped), for its listen
+	// (processlisten.go); a shared process's is its Fed's Setup.
+	own *ProcessSetup
 
 	// Guarded by the in-flight table's lock (table.go): what it takes, how many calls it has
 	// in flight (to it, and its requests to the client), and the signal of a drain waiting for
@@ -266,7 +269,11 @@ func (a *Aggregator) startProcess(s *server, client json.RawMessage) error {
 		p.Feed(&serverFeed{a: a, s: s})
 	case Piped:
 		stdout, stdin := p.Pipes()
-		s.conn = stdio.New(stdout, stdin, opts)
+		conn := stdio.New(stdout, stdin, opts)
+		s.conn = conn
+		// Its listen is its setup's, as a shared process's is (processlisten.go).
+		s.own = NewProcessSetup(func(parts ...[]byte) { conn.Send(nil, parts...) }, s.log)
+		s.own.Join(s)
 		go a.readServer(s)
 	default:
 		return fmt.Errorf("start %q: a process that is neither piped nor fed", cfg.Command)

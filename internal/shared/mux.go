@@ -166,7 +166,7 @@ func (r *request) jsonID() jsonrpc.ID {
 func newProc(d *daemon, w want) *proc {
 	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
 		askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}}
-	p.setup = aggregator.NewProcessSetup(func(parts ...[]byte) { p.conn.Send(nil, parts...) })
+	p.setup = aggregator.NewProcessSetup(func(parts ...[]byte) { p.conn.Send(nil, parts...) }, d.log.With("server", w.key))
 	return p
 }
 
@@ -692,7 +692,7 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 		rawID, rest, _ := era.Untag(params)
 		did, _ := rawjson.Decode(rawID)
 		p.mu.Unlock()
-		for _, f := range p.setup.ListenNotification(did, m.Method, rest) {
+		for _, f := range p.setup.ListenNotification(did, m.Method, rest) { // the sessions' Fed: attachments
 			if a, ok := f.(*Attachment); ok {
 				p.hand(a, &jsonrpc.Request{Method: m.Method, Params: rest})
 			}
