@@ -28,8 +28,9 @@ const (
 	// asking: the client's request to a modern server that asked for input, waiting for the
 	// client's answers before it is sent again (fulfil.go).
 	asking
-	// standing: a subscriptions/listen of either side, open until it is cancelled; not
-	// counted as in flight, so that a drain does not wait for it.
+	// standing: a modern client's subscriptions/listen, open until it is cancelled; not
+	// counted as in flight, so that a drain does not wait for it (a modern server's listen is
+	// its process's setup's, in no table: processlisten.go).
 	standing
 	// parked: a legacy server's request for input made outside any request of a modern
 	// client's, waiting for the client's next request that can carry it (suspend.go).
