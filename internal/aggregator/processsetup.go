@@ -139,7 +139,10 @@ func (a *Aggregator) setUp(c *call, params [][]byte) ([][]byte, bool) {
 	}
 	set, here, answered := ps.take(f, c.method, slices.Concat(params...))
 	if !here {
-		c.setupAnswered = answered
+		if answered != nil {
+			var once sync.Once // its answer, or its end without one (failWith, the client's cancellation)
+			c.setupAnswered = func(ok bool) { once.Do(func() { answered(ok) }) }
+		}
 		return [][]byte{set}, false
 	}
 	if !a.inflight.take(c) {

@@ -172,6 +172,9 @@ func (a *Aggregator) fail(c *call, why string) { a.failWith(c, serverGone(c, c.t
 
 // failWith answers c, a request to a server, with the error errObj.
 func (a *Aggregator) failWith(c *call, errObj json.RawMessage) {
+	if c.setupAnswered != nil {
+		c.setupAnswered(false) // processsetup.go
+	}
 	if c.own() {
 		c.done(nil, errObj)
 		return
