@@ -1059,6 +1059,40 @@ func TestFaultShareModernListenGap(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
+// The change made while the setup listens again reaches the other sessions also when the
+// session that asked for more no longer waits for the new listen (its client cancelled the
+// subscription): the gaps follow the acknowledgement, not the session's wait for it.
+func TestFaultShareModernListenGapAskerGone(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	quoted, _ := json.Marshal(gosdkBin)
+	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-listen-answer-delay", "1s"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+	s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d processes for two sessions of a modern server, want 1", n)
+	}
+	s1.send("resources/subscribe", `{"uri":"gosdk://static/a"}`)
+	s1.mu.Lock()
+	id := s1.nextID
+	s1.mu.Unlock()
+	waitFor(t, "the server letting go of the setup's listen", func() bool {
+		return strings.Contains(s0.stderr.String(), "gosdk: let go of a cancelled listen")
+	})
+	s0.call("tools/call", `{"name":"m:grow","arguments":{}}`)
+	// Cancelled before the old listen's end, a second after the server let go of it.
+	s1.writeLine(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, id))
+	waitFor(t, "s0's list change", func() bool {
+		l, _ := s0.got("notifications/tools/list_changed")
+		return len(l) > 0
+	})
+	if _, names := tools(t, s0.call("tools/list", "")); !slices.Contains(names, "m:grown_1") {
+		t.Errorf("s0 lists %v", names)
+	}
+	s0.in.Close()
+	s1.in.Close()
+	nothingShared(t, dir, tag)
+}
+
 // A shared modern server that lets go of a replaced listen only after the setup stopped waiting
 // for it (the go-sdk then ends the connection's list subscriptions, the new listen's with
 // them): once the old one ends, the setup listens again, and a list change reaches every

@@ -48,6 +48,7 @@ func init() {
 // readServer reads the messages of s until its stdout ends.
 func (a *Aggregator) readServer(s *server) {
 	defer close(s.readDone)
+	defer s.own.Ended() // its listen ends with its output (processlisten.go)
 	defer s.conn.EndBurst()
 	defer a.contain("the reading of server " + strconv.Quote(s.key) + "'s messages")
 	for {

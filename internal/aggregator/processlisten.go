@@ -12,22 +12,25 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
-// The listen of a shared modern server's process. Every session that has the server listens
-// for its list changes and its client's resource subscriptions (modernServer.listenAt). The
-// specification lets one connection hold many listens ("A client MAY have multiple active
-// subscriptions concurrently", basic/patterns/subscriptions.mdx), but the go-sdk's server keeps
-// one per kind and connection (the latest) and ends a kind's subscription when any listen of
-// the connection ends (docs/protocol-eras.md §6): the sessions' listens, each on its own, would
-// take each other's notifications away. So the process hears one listen, the setup's own,
-// asking for what the sessions ask together; each session's listen is what of it the server
-// agreed to, and the process's reader hands each session the notifications its filter asks for
-// (ListenNotification), without the tag. A session that asks for other than the sessions asked
-// together (more, or less: a resource no session subscribes to any more is not to be
-// updated) makes the setup listen again: the old one is ended first, and its end awaited (the go-sdk
-// answers a cancelled listen once it let go of it; a server that says nothing more gets the
-// grace), before the new one is opened; the other sessions then read the lists again (gap), for
-// changes while nothing was subscribed. A session that stops using the process leaves the listen
-// as it is: it asks for at least as much as the others.
+// The listen of a modern server's process, for one session or many. Every session that has the
+// server listens for its list changes and its client's resource subscriptions
+// (modernServer.listenAt). The specification lets one connection hold many listens ("A client
+// MAY have multiple active subscriptions concurrently", basic/patterns/subscriptions.mdx), but
+// the go-sdk's server keeps one per kind and connection (the latest) and ends a kind's
+// subscription when any listen of the connection ends (docs/protocol-eras.md §6): the sessions'
+// listens, each on its own, would take each other's notifications away. So the process hears
+// one listen, the setup's own, asking for what the sessions ask together; each session's listen
+// is what of it the server agreed to, and each session gets the notifications its filter asks
+// for (ListenNotification), without the tag. When what the sessions ask together changes (a
+// session asks for more, or for less that no other asks for: a resource no session subscribes
+// to any more is not to be updated), the setup listens again: the old listen is ended first,
+// and its end awaited (the go-sdk answers a cancelled listen once it let go of it; a server
+// that says nothing more gets the grace), before the new one is opened; once that one is
+// acknowledged, the other sessions read the lists again (gap), for changes while nothing was
+// subscribed. An old listen that ends after the grace ends the list subscriptions of the one
+// opened since too: the setup listens once more (endedLate). A session that stops using the
+// process leaves the listen as it is, asking for at least as much as the others; the next
+// change of what they ask sets it to theirs.
 
 // setupListen is a subscriptions/listen of the setup's own.
 type setupListen struct {
@@ -35,68 +38,119 @@ type setupListen struct {
 	filter era.Filter  // what it asked for
 	agreed *era.Filter // what its acknowledgement agreed to; nil before it
 	ending bool        // cancelled by the setup, to listen again
+	// again says it replaced another, and opener which session's listen asked for it (nil for
+	// none: endedLate): once it is acknowledged, the others read their lists again.
+	again  bool
+	opener any
 	acked  chan struct{}
-	ended  chan struct{} // closed by its answer (Answered), or by the process's end
+	ended  chan struct{} // closed by its answer (Answered), or by the process's end (Ended)
 	endErr json.RawMessage
 }
 
 // listener is a session's part in the process's listen.
 type listener struct {
 	filter era.Filter
-	gap    func() // reads the lists again, after the setup listened again for another session
+	gap    func() // reads the lists again, after the setup listened again
 }
 
 // listen makes the process's listen carry what the session of f asks for (filter; params: the
 // params of its subscriptions/listen, in its envelope, which the setup's listen takes), with
 // what the other sessions ask, and returns the URIs of filter the server agreed to. It waits
 // for the acknowledgement until ctx ends, or closed is closed (the session's use of the process
-// ended); grace bounds the wait for the end of a listen the setup cancelled to listen again,
-// and bound the wait for one that did not end within the grace (endedLate).
+// ended); what the setup does to listen again is its own, and goes on without the session:
+// grace bounds its wait for the end of the listen it cancelled, and bound its wait for one that
+// did not end within the grace (endedLate). A listen that failed leaves the session's part as
+// it was.
 func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f any, params json.RawMessage, filter era.Filter, grace, bound time.Duration, gap func()) ([]string, error) {
-	ps.reopen.Lock()
-	defer ps.reopen.Unlock()
+	select {
+	case ps.reopen <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no acknowledgement of subscriptions/listen: %w", ctx.Err())
+	case <-closed:
+		return nil, errClosed
+	}
 	ps.mu.Lock()
 	if ps.members[f] == nil {
 		ps.mu.Unlock()
+		<-ps.reopen
 		return nil, errors.New("the session no longer uses the process")
 	}
-	ps.listeners[f] = &listener{filter: filter, gap: gap}
+	prev := ps.listeners[f]
+	mine := &listener{filter: filter, gap: gap}
+	ps.listeners[f] = mine
+	ps.listenParams = params
+	cur := ps.open
 	want := ps.wanted()
-	old := ps.open
-	if old != nil && !old.ending && old.filter.Includes(want) && want.Includes(old.filter) {
+	if cur != nil && !cur.ending && cur.filter.Includes(want) && want.Includes(cur.filter) {
 		ps.mu.Unlock()
-		return ps.agreed(ctx, closed, old, filter)
+		<-ps.reopen
+	} else {
+		cur = ps.again(f, want, grace, bound) // releases ps.mu and, once it wrote, ps.reopen
 	}
+	if cur == nil {
+		return nil, nil // nothing to listen for
+	}
+	agreed, err := ps.agreed(ctx, closed, cur, filter)
+	if err != nil {
+		ps.mu.Lock()
+		if ps.listeners[f] == mine { // the setup does not ask for what the server did not take
+			if prev != nil {
+				ps.listeners[f] = prev
+			} else {
+				delete(ps.listeners, f)
+			}
+		}
+		ps.mu.Unlock()
+	}
+	return agreed, err
+}
+
+// again listens again, asking for want, for the session of f (nil: endedLate): the open
+// listen, if any, is cancelled, and the new one opened once the old one ended, or after the
+// grace, on a goroutine of the setup's, which the session does not wait for; it returns the
+// new listen (nil when want is empty: then none is opened). Callers hold ps.mu and ps.reopen;
+// it releases ps.mu, and ps.reopen once the new listen is written.
+func (ps *ProcessSetup) again(f any, want era.Filter, grace, bound time.Duration) *setupListen {
+	old := ps.open
+	var cur *setupListen
+	if !want.Empty() {
+		cur = &setupListen{id: ps.nextID(), filter: want, again: old != nil, opener: f, acked: make(chan struct{}), ended: make(chan struct{})}
+		ps.byID[cur.id] = cur
+	}
+	ps.open = cur
 	if old != nil {
 		old.ending = true
 	}
+	params := ps.listenParams
 	ps.mu.Unlock()
-	var late *setupListen // the old listen, when its end was not seen
-	if old != nil {
-		ps.write(stdio.Cancelled(old.id, "mcp-simple-aggregator listens again with more subscriptions")...)
-		wait := time.NewTimer(grace)
-		select {
-		case <-old.ended: // the go-sdk answers a cancelled listen once it let go of it
-		case <-wait.C: // others say nothing more (basic/patterns/subscriptions.mdx)
-			late = old
+	go func() {
+		defer func() { <-ps.reopen }()
+		if old != nil && !ps.endOf(old, grace) {
+			go ps.endedLate(old, bound)
 		}
-		wait.Stop()
+		if cur != nil {
+			if ns, ne, ok := rawjson.Member(params, "notifications"); ok {
+				params = rawjson.Replace(params, ns, ne, rawjson.Marshal(want))
+			}
+			ps.write(stdio.Request(cur.id, "subscriptions/listen", params)...)
+		}
+	}()
+	return cur
+}
+
+// endOf cancels the listen old, and waits for its end (the go-sdk answers a cancelled listen
+// once it let go of it) for grace at most (others say nothing more,
+// basic/patterns/subscriptions.mdx); it reports whether it ended.
+func (ps *ProcessSetup) endOf(old *setupListen, grace time.Duration) bool {
+	ps.write(stdio.Cancelled(old.id, "mcp-simple-aggregator listens again with other subscriptions")...)
+	wait := time.NewTimer(grace)
+	defer wait.Stop()
+	select {
+	case <-old.ended:
+		return true
+	case <-wait.C:
+		return false
 	}
-	if want.Empty() {
-		ps.mu.Lock()
-		ps.open = nil
-		ps.mu.Unlock()
-		return nil, nil
-	}
-	cur := ps.openListen(want, params)
-	if late != nil {
-		go ps.endedLate(late, cur, params, grace, bound)
-	}
-	agreed, err := ps.agreed(ctx, closed, cur, filter)
-	if err == nil && old != nil {
-		ps.gaps(f)
-	}
-	return agreed, err
 }
 
 // wanted is what the sessions' listens ask for together. Callers hold ps.mu.
@@ -106,20 +160,6 @@ func (ps *ProcessSetup) wanted() era.Filter {
 		u = u.Union(l.filter)
 	}
 	return u
-}
-
-// openListen opens a listen of the setup's own asking for want, in the envelope of params.
-func (ps *ProcessSetup) openListen(want era.Filter, params json.RawMessage) *setupListen {
-	l := &setupListen{id: ps.newID(), filter: want, acked: make(chan struct{}), ended: make(chan struct{})}
-	if ns, ne, ok := rawjson.Member(params, "notifications"); ok {
-		params = rawjson.Replace(params, ns, ne, rawjson.Marshal(want))
-	}
-	ps.mu.Lock()
-	ps.open = l
-	ps.byID[l.id] = l
-	ps.mu.Unlock()
-	ps.write(stdio.Request(l.id, "subscriptions/listen", params)...)
-	return l
 }
 
 // agreed waits for the acknowledgement of the listen l, and returns what of filter's URIs it
@@ -143,59 +183,29 @@ func (ps *ProcessSetup) agreed(ctx context.Context, closed <-chan struct{}, l *s
 	}
 }
 
-// gaps has every session but that of f that listens read the lists again: between the listen
-// the setup ended and the one it opened, nothing was subscribed at the server, and a change
-// then was told to no one.
-func (ps *ProcessSetup) gaps(f any) {
-	ps.mu.Lock()
-	var gaps []func()
-	for g, l := range ps.listeners {
-		if g != f && l.gap != nil {
-			gaps = append(gaps, l.gap)
-		}
-	}
-	ps.mu.Unlock()
-	for _, gap := range gaps {
-		gap()
-	}
-}
-
-// endedLate listens again when the listen old, whose end listen stopped waiting for, ends
-// after cur was opened in its place (within bound): the go-sdk's server, letting go of old,
-// ends the list subscriptions of the connection, cur's with them. A server that never answers
-// a cancelled listen says nothing more.
-func (ps *ProcessSetup) endedLate(old, cur *setupListen, params json.RawMessage, grace, bound time.Duration) {
+// endedLate listens again when the listen old, which the setup stopped waiting for, ends within
+// bound: the go-sdk's server, letting go of it, ends the list subscriptions of the connection,
+// those of any listen opened since with them. A server that never answers a cancelled listen
+// says nothing more. (Opened again by the setup alone: opener nil.)
+func (ps *ProcessSetup) endedLate(old *setupListen, bound time.Duration) {
+	wait := time.NewTimer(bound)
+	defer wait.Stop()
 	select {
 	case <-old.ended:
-	case <-time.After(bound):
+	case <-wait.C:
 		ps.forget(old)
 		return
 	}
-	ps.reopen.Lock()
-	defer ps.reopen.Unlock()
+	ps.reopen <- struct{}{}
 	ps.mu.Lock()
-	still := ps.open == cur && !cur.ending
-	if still {
-		cur.ending = true
+	if cur := ps.open; cur == nil || cur.ending {
+		ps.mu.Unlock()
+		<-ps.reopen
+		return // nothing open, or one being replaced already
 	}
-	want := ps.wanted()
-	ps.mu.Unlock()
-	if !still {
-		return // listened again meanwhile
-	}
-	ps.write(stdio.Cancelled(cur.id, "mcp-simple-aggregator listens again: the listen it replaced ended late")...)
-	select {
-	case <-cur.ended:
-	case <-time.After(grace):
-	}
-	next := ps.openListen(want, params)
-	select {
-	case <-next.acked:
-		ps.log.Debug("listened again: the listen it replaced ended late")
-		ps.gaps(nil)
-	case <-next.ended:
-	case <-time.After(bound):
-	}
+	// This server lets go of a cancelled listen late: the one open now is waited for to its
+	// end (within bound), or it would end the next one's subscriptions in turn.
+	ps.again(nil, ps.wanted(), bound, bound)
 }
 
 // forget drops a listen of the setup's whose end will not come.
@@ -225,28 +235,52 @@ func (ps *ProcessSetup) listenEnded(id string, errObj json.RawMessage) bool {
 	return true
 }
 
+// Ended takes the end of the process: its listens end with it.
+func (ps *ProcessSetup) Ended() {
+	ps.mu.Lock()
+	ls := ps.byID
+	ps.byID = map[string]*setupListen{}
+	ps.open = nil
+	ps.mu.Unlock()
+	for _, l := range ls {
+		close(l.ended)
+	}
+}
+
 // ListenNotification takes a notification of the server's tagged with the ID of a listen of
 // the setup's own (rest: its params without the tag), and returns the sessions it is for,
-// which get it untagged: those whose listens ask for it. The acknowledgement is the setup's;
-// a notification of a listen no longer open is dropped ("MUST NOT send any notification on
-// the subscription before" the acknowledgement: the server's, which a session's listen waits
-// for).
+// which get it untagged: those whose listens ask for it. The acknowledgement is the setup's
+// (and, for a listen that replaced another, has the other sessions read their lists again); a
+// notification of a listen no longer open is dropped ("MUST NOT send any notification on the
+// subscription before" the acknowledgement: the server's, which a session's listen waits for).
 func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessage) []any {
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	l := ps.open
 	if l == nil || l.id != id || l.ending {
+		ps.mu.Unlock()
 		return nil
 	}
 	if method == "notifications/subscriptions/acknowledged" {
+		var gaps []func()
 		if l.agreed == nil {
 			agreed, _ := era.ReadFilter(rest)
 			l.agreed = &agreed
 			close(l.acked)
-			ps.log.Debug("listening", "subscription", id, "agreed", rawjson.Marshal(agreed))
+			ps.log.Debug("listening", "subscription", id, "agreed", string(rawjson.Marshal(agreed)))
+			if l.again {
+				gaps = ps.gapsBut(l.opener)
+			}
+			if l.again && l.opener == nil {
+				ps.log.Debug("listened again: the listen it replaced ended late")
+			}
+		}
+		ps.mu.Unlock()
+		for _, gap := range gaps {
+			gap()
 		}
 		return nil
 	}
+	defer ps.mu.Unlock()
 	uri, _ := rawjson.StringMember(rest, "uri")
 	var to []any
 	for f, ls := range ps.listeners {
@@ -255,4 +289,17 @@ func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessa
 		}
 	}
 	return to
+}
+
+// gapsBut are the gaps of every session that listens but that of f (which reads its lists
+// itself): between the listen the setup ended and the one it opened, nothing was subscribed at
+// the server, and a change then was told to no one. Callers hold ps.mu.
+func (ps *ProcessSetup) gapsBut(f any) []func() {
+	var gaps []func()
+	for g, l := range ps.listeners {
+		if g != f && l.gap != nil {
+			gaps = append(gaps, l.gap)
+		}
+	}
+	return gaps
 }

@@ -22,8 +22,8 @@ import (
 // process as unshared, through this: the process is set to the most verbose level any session
 // asks for, and subscribed to a resource while any session is; each session gets the log
 // messages at its own level and the updates of the resources it subscribed to (serverLog,
-// serverResourceUpdated). A process of the session's own has none: what its client asks for
-// goes to it as asked.
+// serverResourceUpdated). A process of the session's own has a setup for its listen alone
+// (processlisten.go): what its client sets up goes to it as asked.
 //
 // The schema's words (2025-11-25): the level is "The level of logging that the client wants
 // to receive from the server. The server should send all logs at this level and higher (i.e.,
@@ -41,8 +41,8 @@ type ProcessSetup struct {
 	write func(parts ...[]byte) // writes a message of the setup's own to the process
 	log   *slog.Logger
 
-	initOnce sync.Once  // notifications/initialized, told once
-	reopen   sync.Mutex // one (re-)opening of a modern server's listen at a time (processlisten.go)
+	initOnce sync.Once     // notifications/initialized, told once
+	reopen   chan struct{} // held (sent to) by one (re-)opening of a modern server's listen at a time, until it is written (processlisten.go)
 
 	mu      sync.Mutex
 	seq     uint64
@@ -53,10 +53,12 @@ type ProcessSetup struct {
 	level, confirmed, levelAt int
 	subs                      map[string]*resourceSubs
 	// A modern server's listen (processlisten.go): the sessions' parts in it, the open one,
-	// and the listens of the setup's own not yet answered, by ID.
-	listeners map[any]*listener
-	open      *setupListen
-	byID      map[string]*setupListen
+	// the listens of the setup's own not yet answered, by ID, and the params of the latest
+	// session's listen, whose envelope the setup's takes.
+	listeners    map[any]*listener
+	open         *setupListen
+	byID         map[string]*setupListen
+	listenParams json.RawMessage
 }
 
 // initCall is the process's initialize.
@@ -84,7 +86,7 @@ type resourceSubs struct {
 // of the setup's own to it. The answer to a request of the setup's is the setup's (Answered).
 func NewProcessSetup(write func(parts ...[]byte), log *slog.Logger) *ProcessSetup {
 	return &ProcessSetup{write: write, log: log, members: map[any]*memberSetup{}, subs: map[string]*resourceSubs{},
-		listeners: map[any]*listener{}, byID: map[string]*setupListen{}}
+		listeners: map[any]*listener{}, byID: map[string]*setupListen{}, reopen: make(chan struct{}, 1)}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a
@@ -218,6 +220,11 @@ func (ps *ProcessSetup) request(method string, params json.RawMessage) {
 func (ps *ProcessSetup) newID() string {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	return ps.nextID()
+}
+
+// nextID is newID for callers that hold ps.mu.
+func (ps *ProcessSetup) nextID() string {
 	ps.seq++
 	return setupIDs + strconv.FormatUint(ps.seq, 10)
 }

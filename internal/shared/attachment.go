@@ -55,7 +55,7 @@ type Attachment struct {
 
 	// The multiplexer's own answers to what the session wrote, in order (post).
 	postMu  sync.Mutex
-	posts   []posted
+	posts   []jsonrpc.Message
 	posting bool
 
 	mu     sync.Mutex
@@ -63,13 +63,6 @@ type Attachment struct {
 	tail   []string
 	exited chan struct{}
 	once   sync.Once
-}
-
-// posted is a message of the multiplexer's own for the session; before, when set, is done
-// just before it is handed over, with the session's messages held back meanwhile.
-type posted struct {
-	msg    jsonrpc.Message
-	before func()
 }
 
 // want is what a session's server asks the shared process for: a process of its identity,
@@ -226,11 +219,10 @@ func (a *Attachment) ownsTask(id string) bool { return a.recv.OwnsTask(id) }
 
 // post hands the session a message of the multiplexer's own, made on a goroutine of the
 // session's (an answer to what it wrote): from a goroutine of its own, so that the session's
-// write does not become its reading, in the order they were posted. before, when not nil, is
-// done just before the message is handed over, while no message of the server's is.
-func (a *Attachment) post(msg jsonrpc.Message, before func()) {
+// write does not become its reading, in the order they were posted.
+func (a *Attachment) post(msg jsonrpc.Message) {
 	a.postMu.Lock()
-	a.posts = append(a.posts, posted{msg, before})
+	a.posts = append(a.posts, msg)
 	start := !a.posting
 	a.posting = true
 	a.postMu.Unlock()
@@ -248,16 +240,13 @@ func (a *Attachment) handPosts() {
 			a.postMu.Unlock()
 			return
 		}
-		p := a.posts[0]
-		a.posts[0] = posted{}
+		msg := a.posts[0]
+		a.posts[0] = nil
 		a.posts = a.posts[1:]
 		a.postMu.Unlock()
 		a.rmu.Lock()
-		if p.before != nil {
-			p.before()
-		}
 		if a.recv != nil && !a.ended {
-			a.recv.Message(p.msg, false)
+			a.recv.Message(msg, false)
 		}
 		a.rmu.Unlock()
 	}

@@ -360,7 +360,7 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 	case "server/discover":
 		if p.eraKnown && p.eraSeen == era.Legacy {
 			p.mu.Unlock()
-			a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}}, nil)
+			a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
 			return
 		}
 	}
@@ -396,7 +396,7 @@ func (a *Attachment) notInSpace(what string) string {
 // it.
 func (a *Attachment) refuse(id jsonrpc.ID, why string) {
 	a.post(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-		Message: "Internal error: " + why + " (mcp-simple-aggregator's shared process)"}}, nil)
+		Message: "Internal error: " + why + " (mcp-simple-aggregator's shared process)"}})
 }
 
 // relay sends a session's request to the server as the session wrote it, tracked when the
@@ -798,6 +798,7 @@ func (p *proc) exit(desc string) {
 		a.exit(desc)
 		a.end()
 	}
+	p.setup.Ended()
 	p.conn.Close()
 	p.d.gone(p)
 }
