@@ -68,6 +68,16 @@ func shareSession(t *testing.T, path string, flags ...string) *peer {
 	return agg
 }
 
+// endShared ends the sessions (their clients close their input), and then checks that
+// nothing is left of the shared process or its servers (nothingShared).
+func endShared(t *testing.T, dir, tag string, sessions ...*peer) {
+	t.Helper()
+	for _, s := range sessions {
+		s.in.Close()
+	}
+	nothingShared(t, dir, tag)
+}
+
 // nothingShared fails the test when a shared process or a tagged server outlives the last
 // session and the linger.
 func nothingShared(t *testing.T, dir, tag string) {
@@ -441,10 +451,7 @@ func TestFaultShareInitializeOnce(t *testing.T) {
 	if notes := got.StructuredContent.Notes; strings.Count(strings.Join(notes, " "), "notifications/initialized") != 1 {
 		t.Errorf("the server was told %q, want notifications/initialized once", notes)
 	}
-	for _, s := range ss {
-		s.in.Close()
-	}
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, ss...)
 }
 
 // What the sessions of a shared legacy server set up on it is merged by their cores
@@ -534,10 +541,7 @@ func TestFaultShareSetup(t *testing.T) {
 	if got, want := loggedLevels(t, ss[2]), []string{"error", "critical", "alert", "emergency"}; !slices.Equal(got, want) {
 		t.Errorf("the server logged %q once s1 ended, want %q: the level s0 asks for", got, want)
 	}
-	for _, s := range ss {
-		s.in.Close()
-	}
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, ss...)
 }
 
 // drainAll returns what notifications p has, without waiting.
@@ -677,9 +681,7 @@ func TestFaultShareAmbiguousAsk(t *testing.T) {
 	if m := s0.wait(ch, "s0's call"); !strings.Contains(string(m.Result), "file:///s0") {
 		t.Errorf("s0's call: %s", m.Line)
 	}
-	s0.in.Close()
-	s1.in.Close()
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
 // A session that ends with work at a server another session uses: the server has the
@@ -743,9 +745,7 @@ func TestFaultShareEraOnce(t *testing.T) {
 	if now := taggedProcs(tag); !slices.Equal(now, pids) {
 		t.Errorf("the server processes: %v, want %v as before s1", now, pids)
 	}
-	s0.in.Close()
-	s1.in.Close()
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, s0.peer, s1)
 }
 
 // A legacy era is the process's only once initialize succeeded: a probe that timed out may yet
@@ -770,10 +770,7 @@ func TestFaultShareEraUnconfirmed(t *testing.T) {
 	if log := ss[1].stderr.String(); strings.Contains(log, "not probed") || !strings.Contains(log, "era: legacy (no answer to server/discover within 200ms)") {
 		t.Errorf("the second session did not probe the server whose era the first did not confirm:\n%s", log)
 	}
-	for _, s := range ss {
-		s.in.Close()
-	}
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, ss[:]...)
 }
 
 // A task's status notifications go to the session whose call created the task (its table owns
@@ -835,10 +832,7 @@ func TestFaultShareTasks(t *testing.T) {
 		t.Errorf("s0 got a message of s1's task: %s", m.Line)
 	default:
 	}
-	for _, s := range ss {
-		s.in.Close()
-	}
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, ss[:]...)
 }
 
 // The shared process killed under load: the sessions go on. Their calls in flight are answered
@@ -901,9 +895,7 @@ func TestFaultShareKilled(t *testing.T) {
 	if l, _ := s0.got("notifications/message"); len(l) != len(before)+4 {
 		t.Errorf("s0 got %d log messages at level error, want 4", len(l)-len(before))
 	}
-	s0.in.Close()
-	s1.in.Close()
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
 // The shared process's directory is the user's alone: a looser one is made private, one that
@@ -965,12 +957,10 @@ func TestFaultShareSameEntries(t *testing.T) {
 			t.Errorf("a process of keys %v has %d sessions, want one key and 2", s.Keys, s.Sessions)
 		}
 	}
-	s0.in.Close()
-	s1.in.Close()
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, s0, s1)
 }
 
-// A modern server shared by three sessions hears one listen of the shared process's own: each
+// A modern server shared by three sessions hears one listen, its process's setup's: each
 // session gets its list changes and the updates of the resources it subscribed to, after
 // another session's listen ended or asked for more (the go-sdk keeps one listen per kind and
 // connection, and ends a kind's when any listen ends).
@@ -1054,9 +1044,7 @@ func TestFaultShareModernListenGap(t *testing.T) {
 			t.Errorf("%s lists %v", c.name, names)
 		}
 	}
-	s0.in.Close()
-	s1.in.Close()
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
 // The change made while the setup listens again reaches the other sessions also when the
@@ -1088,9 +1076,7 @@ func TestFaultShareModernListenGapAskerGone(t *testing.T) {
 	if _, names := tools(t, s0.call("tools/list", "")); !slices.Contains(names, "m:grown_1") {
 		t.Errorf("s0 lists %v", names)
 	}
-	s0.in.Close()
-	s1.in.Close()
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
 // A shared modern server that lets go of a replaced listen only after the setup stopped waiting
@@ -1143,10 +1129,7 @@ func TestFaultShareModernListenEndedLate(t *testing.T) {
 			t.Fatalf("after %d rounds, a list change no longer reaches the sessions: the listen that ended late took the new one's subscriptions, and nothing listened again", round)
 		}
 	}
-	for _, s := range ss {
-		s.in.Close()
-	}
-	nothingShared(t, dir, tag)
+	endShared(t, dir, tag, ss...)
 }
 
 // Sessions of different clients that start at once share a modern server: a session does not
