@@ -58,7 +58,7 @@
 //	probe.go         the server/discover probe that settles a server's era
 //	processsetup.go  what the sessions of a shared process set up on it together: a legacy
 //	                 server's initialization, level and subscriptions
-//	processlisten.go  a modern server's one listen, for every session of its process
+//	processlisten.go a modern server's one listen, for every session of its process
 //	fulfil.go        a modern server's input_required carried through for a legacy client
 //
 // What the go-sdk still does: for a legacy client, the handshake (its ServerSession

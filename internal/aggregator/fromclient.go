@@ -323,9 +323,7 @@ func (se *session) clientCancelled(m *jsonrpc.Request) bool {
 		se.unlisten(c)
 	case c.to != nil:
 		c.to.conn.Send(nil, stdio.Cancelled(c.toID, reason)...)
-		if c.setupAnswered != nil {
-			c.setupAnswered(false) // the client does not count on it (processsetup.go)
-		}
+		c.unanswered() // the client does not count on it
 	}
 	return true
 }

@@ -141,8 +141,8 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 	id, _ := resp.ID.Raw().(string)
 	c := a.inflight.answered(s, id)
 	if c == nil {
-		if ps, _ := s.listenSetup(); ps != nil && ps.Answered(id, resp.Result, stdio.ErrorJSON(resp.Error)) {
-			return // of the process's setup (its listen)
+		if s.own != nil && s.own.Answered(id, resp.Result, stdio.ErrorJSON(resp.Error)) {
+			return // of the process's setup (its listen; a shared process's multiplexer hands it its own)
 		}
 		s.log.Debug("dropped an answer to no request in flight (cancelled, answered twice, or made up)", "id", resp.ID.Raw())
 		return

@@ -37,7 +37,7 @@ type setupListen struct {
 	id     string
 	filter era.Filter  // what it asked for
 	agreed *era.Filter // what its acknowledgement agreed to; nil before it
-	ending bool        // cancelled by the setup, to listen again
+	ending bool        // cancelled by the setup, to listen again: a session waiting for its acknowledgement waits for the next one's
 	// again says it replaced another, and opener which session's listen asked for it (nil for
 	// none: endedLate): once it is acknowledged, the others read their lists again.
 	again  bool
@@ -53,15 +53,15 @@ type listener struct {
 	gap    func() // reads the lists again, after the setup listened again
 }
 
-// listen makes the process's listen carry what the session of f asks for (filter; params: the
-// params of its subscriptions/listen, in its envelope, which the setup's listen takes), with
+// listen makes the process's listen carry what the session of f asks for (filter; env: the
+// envelope of its requests, era.BuildEnvelope, which the setup's listen takes), with
 // what the other sessions ask, and returns the URIs of filter the server agreed to. It waits
 // for the acknowledgement until ctx ends, or closed is closed (the session's use of the process
 // ended); what the setup does to listen again is its own, and goes on without the session:
 // grace bounds its wait for the end of the listen it cancelled, and bound its wait for one that
 // did not end within the grace (endedLate). A listen that failed leaves the session's part as
 // it was.
-func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f any, params json.RawMessage, filter era.Filter, grace, bound time.Duration, gap func()) ([]string, error) {
+func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f any, env string, filter era.Filter, grace, bound time.Duration, gap func()) ([]string, error) {
 	select {
 	case ps.reopen <- struct{}{}:
 	case <-ctx.Done():
@@ -78,10 +78,10 @@ func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f an
 	prev := ps.listeners[f]
 	mine := &listener{filter: filter, gap: gap}
 	ps.listeners[f] = mine
-	ps.listenParams = params
+	ps.listenEnv = env
 	cur := ps.open
 	want := ps.wanted()
-	if cur != nil && !cur.ending && cur.filter.Includes(want) && want.Includes(cur.filter) {
+	if cur != nil && cur.filter.Includes(want) && want.Includes(cur.filter) {
 		ps.mu.Unlock()
 		<-ps.reopen
 	} else {
@@ -121,7 +121,7 @@ func (ps *ProcessSetup) again(f any, want era.Filter, grace, bound time.Duration
 	if old != nil {
 		old.ending = true
 	}
-	params := ps.listenParams
+	params := era.Envelop(era.ListenParams(want), ps.listenEnv)
 	ps.mu.Unlock()
 	go func() {
 		defer func() { <-ps.reopen }()
@@ -129,9 +129,6 @@ func (ps *ProcessSetup) again(f any, want era.Filter, grace, bound time.Duration
 			go ps.endedLate(old, bound)
 		}
 		if cur != nil {
-			if ns, ne, ok := rawjson.Member(params, "notifications"); ok {
-				params = rawjson.Replace(params, ns, ne, rawjson.Marshal(want))
-			}
 			ps.write(stdio.Request(cur.id, "subscriptions/listen", params)...)
 		}
 	}()
@@ -163,23 +160,34 @@ func (ps *ProcessSetup) wanted() era.Filter {
 }
 
 // agreed waits for the acknowledgement of the listen l, and returns what of filter's URIs it
-// agreed to.
+// agreed to. A listen the setup replaced before its acknowledgement (another session asked for
+// more) is followed by the one that replaced it, which asks for at least as much.
 func (ps *ProcessSetup) agreed(ctx context.Context, closed <-chan struct{}, l *setupListen, filter era.Filter) ([]string, error) {
-	select {
-	case <-l.acked:
-		ps.mu.Lock()
-		agreed := filter.Within(*l.agreed)
-		ps.mu.Unlock()
-		return agreed.URIs, nil
-	case <-l.ended:
-		if l.endErr != nil {
-			return nil, fmt.Errorf("subscriptions/listen failed: %s", l.endErr)
+	for {
+		select {
+		case <-l.acked:
+			ps.mu.Lock()
+			agreed := filter.Within(*l.agreed)
+			ps.mu.Unlock()
+			return agreed.URIs, nil
+		case <-l.ended:
+			ps.mu.Lock()
+			next := ps.open
+			replaced := l.ending && l.agreed == nil && next != nil && next != l
+			ps.mu.Unlock()
+			if replaced {
+				l = next
+				continue
+			}
+			if l.endErr != nil {
+				return nil, fmt.Errorf("subscriptions/listen failed: %s", l.endErr)
+			}
+			return nil, errors.New("subscriptions/listen ended before its acknowledgement")
+		case <-closed:
+			return nil, errClosed
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no acknowledgement of subscriptions/listen: %w", ctx.Err())
 		}
-		return nil, errors.New("subscriptions/listen ended before its acknowledgement")
-	case <-closed:
-		return nil, errClosed
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no acknowledgement of subscriptions/listen: %w", ctx.Err())
 	}
 }
 
@@ -198,10 +206,10 @@ func (ps *ProcessSetup) endedLate(old *setupListen, bound time.Duration) {
 	}
 	ps.reopen <- struct{}{}
 	ps.mu.Lock()
-	if cur := ps.open; cur == nil || cur.ending {
+	if ps.open == nil {
 		ps.mu.Unlock()
 		<-ps.reopen
-		return // nothing open, or one being replaced already
+		return // nothing open: the next session's listen opens one
 	}
 	// This server lets go of a cancelled listen late: the one open now is waited for to its
 	// end (within bound), or it would end the next one's subscriptions in turn.
@@ -256,7 +264,7 @@ func (ps *ProcessSetup) Ended() {
 func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessage) []any {
 	ps.mu.Lock()
 	l := ps.open
-	if l == nil || l.id != id || l.ending {
+	if l == nil || l.id != id {
 		ps.mu.Unlock()
 		return nil
 	}
@@ -297,7 +305,7 @@ func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessa
 func (ps *ProcessSetup) gapsBut(f any) []func() {
 	var gaps []func()
 	for g, l := range ps.listeners {
-		if g != f && l.gap != nil {
+		if g != f {
 			gaps = append(gaps, l.gap)
 		}
 	}

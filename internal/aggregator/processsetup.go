@@ -53,12 +53,12 @@ type ProcessSetup struct {
 	level, confirmed, levelAt int
 	subs                      map[string]*resourceSubs
 	// A modern server's listen (processlisten.go): the sessions' parts in it, the open one,
-	// the listens of the setup's own not yet answered, by ID, and the params of the latest
-	// session's listen, whose envelope the setup's takes.
-	listeners    map[any]*listener
-	open         *setupListen
-	byID         map[string]*setupListen
-	listenParams json.RawMessage
+	// the listens of the setup's own not yet answered, by ID, and the envelope of the latest
+	// session's requests, which the setup's listen takes.
+	listeners map[any]*listener
+	open      *setupListen
+	byID      map[string]*setupListen
+	listenEnv string
 }
 
 // initCall is the process's initialize.
@@ -74,11 +74,13 @@ type memberSetup struct {
 	level int // the rank of its last logging/setLevel; 0 before any
 }
 
-// resourceSubs are the sessions subscribed to a resource, and the (un)subscriptions of it at
-// the server, not answered yet: while there are some, what the server holds is not known, and
-// a session's (un)subscription goes to it too, for its own answer.
+// resourceSubs are the sessions subscribed to a resource; whether the server holds a
+// subscription to it, as its last answer said; and the (un)subscriptions of it at the server,
+// not answered yet: while there are some, what the server holds is not known, and a session's
+// (un)subscription goes to it too, for its own answer.
 type resourceSubs struct {
 	by      map[any]bool
+	held    bool
 	pending int
 }
 
@@ -147,14 +149,8 @@ func (a *Aggregator) setUp(c *call, params [][]byte) ([][]byte, bool) {
 		}
 		return [][]byte{set}, false
 	}
-	if !a.inflight.take(c) {
-		return nil, true
-	}
-	result := json.RawMessage(`{}`)
-	if c.own() {
-		c.done(result, nil)
-	} else {
-		a.client.answerCall(c, result, nil)
+	if a.inflight.take(c) {
+		a.complete(c, c.to, json.RawMessage(`{}`), nil) // as the server would answer
 	}
 	return nil, true
 }
@@ -179,35 +175,49 @@ func (ps *ProcessSetup) Leave(f any) {
 	}
 	delete(ps.members, f)
 	delete(ps.listeners, f) // the open listen asks for at least as much: it costs the server nothing
-	var unsubs []string
+	var tell []string       // the URIs to unsubscribe from
 	for uri, rs := range ps.subs {
 		if rs.by[f] {
 			delete(rs.by, f)
-			if ps.unused(uri, rs) {
-				unsubs = append(unsubs, uri)
+			if ps.reconcile(uri, rs) != "" { // what a session's leaving changes: an unsubscription
+				tell = append(tell, uri)
 			}
 		}
 	}
-	slices.Sort(unsubs)
-	level, changed := ps.merged()
+	slices.Sort(tell)
+	level := 0
+	if ps.levelAt == 0 {
+		level = ps.relevel()
+	}
 	ps.mu.Unlock()
-	if changed && level > 0 {
+	if level > 0 {
 		ps.request("logging/setLevel", levelParams(level))
 	}
-	for _, uri := range unsubs {
+	for _, uri := range tell {
 		ps.request("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
 	}
 }
 
-// unused reports whether the resource uri is subscribed to by no session and nothing of it is
-// at the server: then it is forgotten, and the server is to be told, when it was subscribed.
-// Callers hold ps.mu.
-func (ps *ProcessSetup) unused(uri string, rs *resourceSubs) bool {
-	if len(rs.by) > 0 || rs.pending > 0 {
-		return false
+// reconcile makes what the server holds of the resource uri what the sessions want, once
+// nothing of it is at the server: it returns the method of the request to send for it ("" for
+// none), and forgets a resource no session wants and the server does not hold. Callers hold
+// ps.mu.
+func (ps *ProcessSetup) reconcile(uri string, rs *resourceSubs) string {
+	if rs.pending > 0 {
+		return ""
 	}
-	delete(ps.subs, uri)
-	return true
+	method := ""
+	switch want := len(rs.by) > 0; {
+	case want && !rs.held:
+		method = "resources/subscribe"
+	case !want && rs.held:
+		method = "resources/unsubscribe"
+	}
+	rs.held = len(rs.by) > 0
+	if !rs.held {
+		delete(ps.subs, uri)
+	}
+	return method
 }
 
 // request sends a request of the setup's own, whose answer is dropped (Answered): of no
@@ -259,12 +269,11 @@ func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) bool
 // once: a second initialize may be refused, or end it. A session whose wait ended leaves the
 // request at the server, for the next session to take its answer.
 func (ps *ProcessSetup) initialize(ctx context.Context, closed <-chan struct{}, params json.RawMessage) (result, errObj json.RawMessage, err error) {
-	id := ps.newID()
 	ps.mu.Lock()
 	h := ps.init
 	first := h == nil
 	if first {
-		h = &initCall{id: id, done: make(chan struct{})}
+		h = &initCall{id: ps.nextID(), done: make(chan struct{})}
 		ps.init = h
 	}
 	ps.mu.Unlock()
@@ -318,34 +327,41 @@ func (ps *ProcessSetup) take(f any, method string, params json.RawMessage) (set 
 	} else {
 		delete(rs.by, f)
 	}
-	// The first subscription and the last unsubscription go to the server, and any while one
-	// is there (what it holds is not known before its answer).
-	if tells := on && !had && len(rs.by) == 1 || !on && had && len(rs.by) == 0; !tells && rs.pending == 0 {
-		ps.unused(uri, rs)
+	// What changes what the server is to hold goes to it (the first subscription, the last
+	// unsubscription), and any while one is there (what it holds is not known before its
+	// answer).
+	if want := len(rs.by) > 0; want == rs.held && rs.pending == 0 {
+		if !want {
+			delete(ps.subs, uri)
+		}
 		return nil, true, nil
 	}
 	rs.pending++
 	return params, false, func(ok bool) { ps.subscribed(f, uri, rs, on, had, ok) }
 }
 
-// subscribed takes the server's answer to an (un)subscription of uri by the session of f: one
-// it refused is taken back (the session is subscribed as it was), so that the next session's
-// goes to the server, and gets its error, as unshared; a subscription taken once no session
-// wants it any more is undone.
+// subscribed takes the server's answer to an (un)subscription of uri by the session of f (ok:
+// it took it): one it refused is taken back (the session is subscribed as it was), so that the
+// next session's goes to the server, and gets its error, as unshared. Once nothing of the
+// resource is at the server, what it holds is made what the sessions want (reconcile): two
+// sessions' requests, decided in one order, may have reached it in the other.
 func (ps *ProcessSetup) subscribed(f any, uri string, rs *resourceSubs, on, had, ok bool) {
 	ps.mu.Lock()
 	rs.pending--
-	if !ok && ps.members[f] != nil && rs.by[f] == on {
+	switch {
+	case ok:
+		rs.held = on
+	case ps.members[f] != nil && rs.by[f] == on:
 		if had {
 			rs.by[f] = true
 		} else {
 			delete(rs.by, f)
 		}
 	}
-	undo := ps.unused(uri, rs) && ok && on
+	method := ps.reconcile(uri, rs)
 	ps.mu.Unlock()
-	if undo {
-		ps.request("resources/unsubscribe", rawjson.Marshal(map[string]string{"uri": uri}))
+	if method != "" {
+		ps.request(method, rawjson.Marshal(map[string]string{"uri": uri}))
 	}
 }
 
@@ -371,34 +387,57 @@ func (ps *ProcessSetup) takeLevel(f any, m *memberSetup, params json.RawMessage)
 }
 
 // leveled takes the server's answer to a logging/setLevel to the rank sent, of the session of
-// f, which asked for rank (was before): one it refused is taken back, the session's level (unless
-// it asked for another since) and, once no other is at the server, the process's, which is then
-// the last it took.
+// f, which asked for rank (was before): one it refused is taken back, the session's level
+// (unless it asked for another since). Once no other is at the server, the process is set to
+// what the sessions ask together when the last level it took is not that (relevel): two
+// sessions' requests, decided in one order, may have reached it in the other.
 func (ps *ProcessSetup) leveled(f any, rank, was, sent int, ok bool) {
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	ps.levelAt--
 	if ok {
 		ps.confirmed = sent
-		return
-	}
-	if m := ps.members[f]; m != nil && m.level == rank {
+	} else if m := ps.members[f]; m != nil && m.level == rank {
 		m.level = was
 	}
+	level := 0
 	if ps.levelAt == 0 {
 		ps.level = ps.confirmed
+		level = ps.relevel()
+	}
+	ps.mu.Unlock()
+	if level > 0 {
+		ps.request("logging/setLevel", levelParams(level))
 	}
 }
 
-// merged sets ps.level to the most verbose level a member asks for, and reports whether that
-// changed it. Callers hold ps.mu.
-func (ps *ProcessSetup) merged() (int, bool) {
+// relevel returns the level to set the process to, when what the sessions ask together is more
+// verbose, or less, than what it last took (0 when it is that, or no session asks for any), and
+// takes it for set. Callers hold ps.mu, with no level of the setup's at the server.
+func (ps *ProcessSetup) relevel() int {
+	lowest := ps.lowest()
+	if lowest == 0 || lowest == ps.confirmed {
+		return 0
+	}
+	ps.level, ps.confirmed = lowest, lowest
+	return lowest
+}
+
+// lowest is the most verbose level a member asks for; 0 when none asks for any. Callers hold
+// ps.mu.
+func (ps *ProcessSetup) lowest() int {
 	lowest := 0
 	for _, m := range ps.members {
 		if m.level > 0 && (lowest == 0 || m.level < lowest) {
 			lowest = m.level
 		}
 	}
+	return lowest
+}
+
+// merged sets ps.level to the most verbose level a member asks for, and reports whether that
+// changed it. Callers hold ps.mu.
+func (ps *ProcessSetup) merged() (int, bool) {
+	lowest := ps.lowest()
 	if lowest == ps.level || lowest == 0 {
 		return ps.level, false
 	}

@@ -97,7 +97,7 @@ type server struct {
 	inFlight int
 	idle     chan struct{}
 
-	// procMu guards proc, conn and readDone while the process is replaced during its
+	// procMu guards proc, conn, readDone and own while the process is replaced during its
 	// handshake (respawn, probe.go) against a stop.
 	procMu     sync.Mutex
 	retireOnce sync.Once

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -152,7 +151,7 @@ func (a *Aggregator) lowerLevel(s *server, rank int) <-chan struct{} {
 			break
 		}
 	}
-	params := json.RawMessage(`{"level":` + strconv.Quote(era.LogLevel(rank)) + `}`)
+	params := levelParams(rank)
 	a.setup.leveled(params)
 	answered := make(chan struct{})
 	if a.sendToServer(&call{to: s, method: "logging/setLevel", doing: "setting the log level a request asked for",

@@ -150,10 +150,8 @@ func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error
 	a := m.a
 	ps, me := s.listenSetup()
 	_, uris := a.setup.of(s.key)
-	filter := era.ListenFilter(s.caps, uris)
-	params := era.Envelop(era.ListenParams(filter), m.envelope)
 	grace := min(a.opts.ProbeTimeout, a.opts.StartupTimeout)
-	return ps.listen(ctx, s.readDone, me, params, filter, grace, a.opts.StartupTimeout, func() { go a.refresh(s, allKinds...) })
+	return ps.listen(ctx, s.readDone, me, m.envelope, era.ListenFilter(s.caps, uris), grace, a.opts.StartupTimeout, func() { go a.refresh(s, allKinds...) })
 }
 
 // notification looks at a notification of s: one tagged with the ID of the process's listen
@@ -166,8 +164,12 @@ func (m *modernServer) notification(s *server, n *jsonrpc.Request) bool {
 		return false
 	}
 	id, _ := rawjson.Decode(rawID)
-	ps, me := s.listenSetup()
-	if slices.Contains(ps.ListenNotification(id, n.Method, rest), me) {
+	// Tagged, it is of a process of the session's own: a shared process's multiplexer hands
+	// them over untagged. Read on the process's reader, after its setup was made.
+	if s.own == nil {
+		return true
+	}
+	if slices.Contains(s.own.ListenNotification(id, n.Method, rest), any(s)) {
 		n.Params = rest
 		return false
 	}

@@ -106,6 +106,15 @@ type call struct {
 	args         int
 }
 
+// unanswered tells a shared process's setup that c, a request that sets it up, left the table
+// without the server's answer (failed, cancelled, given up): it is taken for not taken
+// (processsetup.go).
+func (c *call) unanswered() {
+	if c.setupAnswered != nil {
+		c.setupAnswered(false)
+	}
+}
+
 // what says what c does, for error messages: `calling tool "search"`.
 func (c *call) what() string {
 	if c.subject == "" && !strings.Contains(c.doing, "%") {

@@ -172,9 +172,7 @@ func (a *Aggregator) fail(c *call, why string) { a.failWith(c, serverGone(c, c.t
 
 // failWith answers c, a request to a server, with the error errObj.
 func (a *Aggregator) failWith(c *call, errObj json.RawMessage) {
-	if c.setupAnswered != nil {
-		c.setupAnswered(false) // processsetup.go
-	}
+	c.unanswered()
 	if c.own() {
 		c.done(nil, errObj)
 		return
@@ -277,10 +275,13 @@ func (q *asked) wait(ctx context.Context) (result, errObj json.RawMessage, err e
 	case ans := <-q.ch:
 		return ans.result, ans.errObj, nil
 	case <-q.s.readDone:
-		q.a.inflight.take(q.c)
+		if q.a.inflight.take(q.c) {
+			q.c.unanswered()
+		}
 		return nil, nil, errClosed
 	case <-ctx.Done():
 		if q.a.inflight.take(q.c) {
+			q.c.unanswered()
 			reason := "mcp-simple-aggregator gave up waiting"
 			var why cancelReason
 			if errors.As(context.Cause(ctx), &why) {

@@ -499,7 +499,7 @@ func TestDaemonLinger(t *testing.T) {
 	if p2.a.PID() != pid {
 		t.Errorf("the second session's process is %d, want the lingering %d", p2.a.PID(), pid)
 	}
-	p2.initialize("2025-06-18", "two") // answered from the recording
+	p2.initialize("2025-06-18", "two") // a raw session's own (a session's core takes the setup's)
 	if st, _, _ := s2.Status(); len(st.Servers) != 1 || st.Servers[0].Lingering || st.Servers[0].Sessions != 1 {
 		t.Errorf("Status after the session came back: %+v", st.Servers)
 	}

@@ -275,12 +275,12 @@ func (p *proc) modern() bool {
 }
 
 // fromSession takes a line the session a wrote for the server, as it is written (on the
-// session's goroutine). A request of a method the multiplexer leaves to the server (a call,
-// almost always) is read without being decoded, and goes to the server as it was written. A
-// line that is not a message is dropped, as a server would drop it: the session wrote it.
+// session's goroutine). A request is read without being decoded, and goes to the server as it
+// was written. A line that is not a message is dropped, as a server would drop it: the
+// session wrote it.
 func (p *proc) fromSession(a *Attachment, line []byte) {
-	if r, ok := readRequest(line); ok && !merged[r.method] {
-		p.request(a, r, nil)
+	if r, ok := readRequest(line); ok {
+		p.request(a, r)
 		return
 	}
 	msg, err := stdio.Decode(line)
@@ -301,12 +301,9 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 			a.refuse(m.ID, a.notInSpace("ID"))
 			return
 		}
-		p.request(a, &request{id: id, method: m.Method, params: m.Params, line: withNewline(line)}, m)
+		p.request(a, &request{id: id, method: m.Method, params: m.Params, line: withNewline(line)})
 	}
 }
-
-// merged are the methods of the requests the multiplexer answers itself.
-var merged = map[string]bool{"server/discover": true}
 
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
 // string (as in every session's space); the request holds a copy of the line (the session's
@@ -343,10 +340,9 @@ func withNewline(line []byte) []byte {
 	return out
 }
 
-// request takes a session's request r for the server (m: r decoded, for the requests the
-// multiplexer merges; nil for the others); one written as the session was detached is
-// dropped (detach released what the session had set up).
-func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
+// request takes a session's request r for the server; one written as the session was detached
+// is dropped (detach released what the session had set up).
+func (p *proc) request(a *Attachment, r *request) {
 	if why := a.outside(r); why != "" {
 		a.refuse(r.jsonID(), why)
 		return
@@ -356,13 +352,10 @@ func (p *proc) request(a *Attachment, r *request, m *jsonrpc.Request) {
 		p.mu.Unlock()
 		return
 	}
-	switch r.method {
-	case "server/discover":
-		if p.eraKnown && p.eraSeen == era.Legacy {
-			p.mu.Unlock()
-			a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
-			return
-		}
+	if r.method == "server/discover" && p.eraKnown && p.eraSeen == era.Legacy {
+		p.mu.Unlock()
+		a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
+		return
 	}
 	if p.waits(a, r) {
 		p.queue = append(p.queue, &queued{a: a, r: r})
