@@ -1012,71 +1012,52 @@ func TestFaultShareModernListen(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
-// A modern server's change while the shared process listens again (a session subscribes to a
-// resource, so the shared process's listen must ask for more) reaches every session: between the
-// old listen's end and the new one's start nothing is subscribed at the server, which tells no
-// one of the change; once the new listen is acknowledged, each session's listen is told its lists
-// may have changed, and the session reads them again. The fixture answers the old listen a second
-// after letting go of it, and the change is made in that second.
+// A modern server's change while the setup listens again (a session subscribes to a resource,
+// so the process's listen must ask for more) reaches every session: between the old listen's
+// end and the new one's start nothing is subscribed at the server, which tells no one of the
+// change; once the new listen is acknowledged, the other sessions read their lists again (and
+// the one that asked does so itself). The fixture answers the old listen a second after
+// letting go of it, and the change is made in that second. The gaps follow the
+// acknowledgement, not the wait of the session that asked: also when its client cancelled the
+// subscription meanwhile.
 func TestFaultShareModernListenGap(t *testing.T) {
-	dir := shareDir(t)
-	tag := newTag(t)
-	quoted, _ := json.Marshal(gosdkBin)
-	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-listen-answer-delay", "1s"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
-	s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
-	if n := len(taggedProcs(tag)); n != 1 {
-		t.Fatalf("%d processes for two sessions of a modern server, want 1", n)
-	}
-	subscribed := s1.send("resources/subscribe", `{"uri":"gosdk://static/a"}`)
-	waitFor(t, "the server letting go of the shared process's listen", func() bool {
-		return strings.Contains(s0.stderr.String(), "gosdk: let go of a cancelled listen")
-	})
-	s0.call("tools/call", `{"name":"m:grow","arguments":{}}`)
-	if m := s1.wait(subscribed, "resources/subscribe"); m.Error != nil {
-		t.Fatalf("subscribe: %s", m.Line)
-	}
-	for _, c := range []*sharedClient{s0, s1} {
-		waitFor(t, c.name+"'s list change", func() bool {
-			l, _ := c.got("notifications/tools/list_changed")
-			return len(l) > 0
+	for _, cancels := range []bool{false, true} {
+		t.Run(map[bool]string{false: "the asker waits", true: "the asker cancels"}[cancels], func(t *testing.T) {
+			dir := shareDir(t)
+			tag := newTag(t)
+			quoted, _ := json.Marshal(gosdkBin)
+			path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-listen-answer-delay", "1s"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
+			s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
+			if n := len(taggedProcs(tag)); n != 1 {
+				t.Fatalf("%d processes for two sessions of a modern server, want 1", n)
+			}
+			subscribed := s1.send("resources/subscribe", `{"uri":"gosdk://static/a"}`)
+			s1.mu.Lock()
+			id := s1.nextID
+			s1.mu.Unlock()
+			waitFor(t, "the server letting go of the setup's listen", func() bool {
+				return strings.Contains(s0.stderr.String(), "gosdk: let go of a cancelled listen")
+			})
+			s0.call("tools/call", `{"name":"m:grow","arguments":{}}`)
+			hear := []*sharedClient{s0, s1}
+			if cancels { // before the old listen's end, a second after the server let go of it
+				s1.writeLine(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, id))
+				hear = hear[:1]
+			} else if m := s1.wait(subscribed, "resources/subscribe"); m.Error != nil {
+				t.Fatalf("subscribe: %s", m.Line)
+			}
+			for _, c := range hear {
+				waitFor(t, c.name+"'s list change", func() bool {
+					l, _ := c.got("notifications/tools/list_changed")
+					return len(l) > 0
+				})
+				if _, names := tools(t, c.call("tools/list", "")); !slices.Contains(names, "m:grown_1") {
+					t.Errorf("%s lists %v", c.name, names)
+				}
+			}
+			endShared(t, dir, tag, s0.peer, s1.peer)
 		})
-		if _, names := tools(t, c.call("tools/list", "")); !slices.Contains(names, "m:grown_1") {
-			t.Errorf("%s lists %v", c.name, names)
-		}
 	}
-	endShared(t, dir, tag, s0.peer, s1.peer)
-}
-
-// The change made while the setup listens again reaches the other sessions also when the
-// session that asked for more no longer waits for the new listen (its client cancelled the
-// subscription): the gaps follow the acknowledgement, not the session's wait for it.
-func TestFaultShareModernListenGapAskerGone(t *testing.T) {
-	dir := shareDir(t)
-	tag := newTag(t)
-	quoted, _ := json.Marshal(gosdkBin)
-	path := writeConfig(t, `{"mcpServers": {"m": {"command": `+string(quoted)+`, "args": ["-listen-answer-delay", "1s"], "env": {"FAULT_TAG": "`+tag+`"}}}}`)
-	s0, s1 := shareClient(t, path, "s0"), shareClient(t, path, "s1")
-	if n := len(taggedProcs(tag)); n != 1 {
-		t.Fatalf("%d processes for two sessions of a modern server, want 1", n)
-	}
-	s1.send("resources/subscribe", `{"uri":"gosdk://static/a"}`)
-	s1.mu.Lock()
-	id := s1.nextID
-	s1.mu.Unlock()
-	waitFor(t, "the server letting go of the setup's listen", func() bool {
-		return strings.Contains(s0.stderr.String(), "gosdk: let go of a cancelled listen")
-	})
-	s0.call("tools/call", `{"name":"m:grow","arguments":{}}`)
-	// Cancelled before the old listen's end, a second after the server let go of it.
-	s1.writeLine(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, id))
-	waitFor(t, "s0's list change", func() bool {
-		l, _ := s0.got("notifications/tools/list_changed")
-		return len(l) > 0
-	})
-	if _, names := tools(t, s0.call("tools/list", "")); !slices.Contains(names, "m:grown_1") {
-		t.Errorf("s0 lists %v", names)
-	}
-	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
 // A shared modern server that lets go of a replaced listen only after the setup stopped waiting
