@@ -566,18 +566,14 @@ func loggedLevels(t *testing.T, p *peer) []string {
 		t.Fatalf("log: %s", m.Line)
 	}
 	var levels []string
-	for {
-		select {
-		case m := <-p.notes:
-			if m.Method == "notifications/message" {
-				var params struct{ Level string }
-				_ = json.Unmarshal(m.Params, &params)
-				levels = append(levels, params.Level)
-			}
-		default:
-			return levels
+	for _, m := range drainAll(p) {
+		if m.Method == "notifications/message" {
+			var params struct{ Level string }
+			_ = json.Unmarshal(m.Params, &params)
+			levels = append(levels, params.Level)
 		}
 	}
+	return levels
 }
 
 // What a process is shared by: the same entry (command, args, env, directory) and, for a
