@@ -59,6 +59,7 @@
 //	processsetup.go  what the sessions of a shared process set up on it together: a legacy
 //	                 server's initialization, level and subscriptions
 //	processlisten.go a modern server's one listen, for every session of its process
+//	turns.go         a shared legacy server's questions: which session's requests go, which wait
 //	fulfil.go        a modern server's input_required carried through for a legacy client
 //
 // What the go-sdk still does: for a legacy client, the handshake (its ServerSession

@@ -322,7 +322,9 @@ func (se *session) clientCancelled(m *jsonrpc.Request) bool {
 	case c.stream != nil:
 		se.unlisten(c)
 	case c.to != nil:
-		c.to.conn.Send(nil, stdio.Cancelled(c.toID, reason)...)
+		if !c.withdrawn() { // a request waiting for its turn never reached the server (turns.go)
+			c.to.conn.Send(nil, stdio.Cancelled(c.toID, reason)...)
+		}
 		c.unanswered() // the client does not count on it
 	}
 	return true

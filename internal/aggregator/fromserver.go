@@ -164,6 +164,9 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 	if c.setupAnswered != nil {
 		c.setupAnswered(errObj == nil) // processsetup.go
 	}
+	if c.turn != nil {
+		c.turn.end() // turns.go
+	}
 	if c.task && errObj == nil {
 		a.inflight.setTask(era.TaskID(result), s, true)
 	}

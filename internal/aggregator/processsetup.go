@@ -59,6 +59,16 @@ type ProcessSetup struct {
 	open      *setupListen
 	byID      map[string]*setupListen
 	listenEnv string
+	// The turns of a legacy server's questions (turns.go): the sessions' requests at the
+	// server during which it may ask, and those waiting for their session's turn; what is
+	// known (askers) or suspected to ask; the server's questions so far; and each session's
+	// requests known to ask that are at the server.
+	atServer  map[*turn]bool
+	queue     []*turn
+	askers    map[string]bool
+	suspects  map[string]bool
+	questions uint64
+	asking    map[any]int
 }
 
 // initCall is the process's initialize.
@@ -88,7 +98,8 @@ type resourceSubs struct {
 // of the setup's own to it. The answer to a request of the setup's is the setup's (Answered).
 func NewProcessSetup(write func(parts ...[]byte), log *slog.Logger) *ProcessSetup {
 	return &ProcessSetup{write: write, log: log, members: map[any]*memberSetup{}, subs: map[string]*resourceSubs{},
-		listeners: map[any]*listener{}, byID: map[string]*setupListen{}, reopen: make(chan struct{}, 1)}
+		listeners: map[any]*listener{}, byID: map[string]*setupListen{}, reopen: make(chan struct{}, 1),
+		atServer: map[*turn]bool{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[any]int{}}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a
@@ -189,7 +200,9 @@ func (ps *ProcessSetup) Leave(f any) {
 	if ps.levelAt == 0 {
 		level = ps.relevel()
 	}
+	turns := ps.leaveTurns(f)
 	ps.mu.Unlock()
+	sendAll(turns)
 	if level > 0 {
 		ps.request("logging/setLevel", levelParams(level))
 	}

@@ -98,6 +98,9 @@ type call struct {
 	// setupAnswered tells a shared process's setup how the server answered a request that
 	// sets it up (ProcessSetup.take: ok when it took it); nil for any other.
 	setupAnswered func(ok bool)
+	// turn is set on a request to a shared legacy process during which the server may ask
+	// its client: its part in the turns of the sessions' questions (turns.go).
+	turn *turn
 
 	seq uint64 // the order it was added in
 	// For the debug log.
@@ -106,12 +109,15 @@ type call struct {
 	args         int
 }
 
-// unanswered tells a shared process's setup that c, a request that sets it up, left the table
-// without the server's answer (failed, cancelled, given up): it is taken for not taken
-// (processsetup.go).
+// unanswered tells a shared process's setup that c left the table without the server's answer
+// (failed, cancelled, given up): a request that sets it up is taken for not taken
+// (processsetup.go), one that took its turn ends it (turns.go).
 func (c *call) unanswered() {
 	if c.setupAnswered != nil {
 		c.setupAnswered(false)
+	}
+	if c.turn != nil {
+		c.turn.end()
 	}
 }
 

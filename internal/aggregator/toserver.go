@@ -101,7 +101,8 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	if c.own() {
 		send = s.conn.Send
 	}
-	send(func(err error) {
+	msg := stdio.Request(c.toID, c.method, params...)
+	onErr := func(err error) {
 		if !a.inflight.take(c) {
 			return
 		}
@@ -110,7 +111,15 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 			return
 		}
 		a.unwritten(c, err)
-	}, stdio.Request(c.toID, c.method, params...)...)
+	}
+	if ps, f := s.turnsOf(c.method); ps != nil {
+		// Written now, or once its session's turn comes (turns.go), by whoever ends the turn
+		// before it: not held for its client's burst then.
+		if !ps.takeTurn(f, c, askKey(c.method, slices.Concat(params...)), func() { s.conn.Send(onErr, msg...) }) {
+			return addOK
+		}
+	}
+	send(onErr, msg...)
 	return addOK
 }
 
@@ -281,13 +290,16 @@ func (q *asked) wait(ctx context.Context) (result, errObj json.RawMessage, err e
 		return nil, nil, errClosed
 	case <-ctx.Done():
 		if q.a.inflight.take(q.c) {
+			unsent := q.c.withdrawn()
 			q.c.unanswered()
 			reason := "mcp-simple-aggregator gave up waiting"
 			var why cancelReason
 			if errors.As(context.Cause(ctx), &why) {
 				reason = string(why)
 			}
-			q.s.conn.Send(nil, stdio.Cancelled(q.c.toID, reason)...)
+			if !unsent {
+				q.s.conn.Send(nil, stdio.Cancelled(q.c.toID, reason)...)
+			}
 		}
 		return nil, nil, ctx.Err()
 	}

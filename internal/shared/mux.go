@@ -25,9 +25,10 @@ import (
 //	                           session's ID space ("agg-3-", Session.IDSpace), which no other
 //	                           session's requests share; the answer and progress go back to
 //	                           the session of the space alone, by the space: the session's
-//	                           in-flight table is the record of its requests, and the
-//	                           multiplexer keeps one only of those it learns from (tracks). A
-//	                           request outside the space is refused.
+//	                           in-flight table is the only record of its requests (the
+//	                           multiplexer keeps none). A request outside the space is
+//	                           refused. One during which a legacy server may ask was written
+//	                           by its session once its turn came (aggregator.ProcessSetup).
 //	initialize                 sent once, by the process's setup (aggregator.ProcessSetup,
 //	                           whose answers are those to requests of no session's space), and
 //	                           that answer taken by every session (a legacy server is
@@ -44,7 +45,8 @@ import (
 //	                           it subscribed to
 //	a server's request         to the session of the task it names (the session's table
 //	                           says: Feed.OwnsTask), else to the session whose request it
-//	                           serves (turns.go), else to the first session attached: never
+//	                           serves (the turns: ProcessSetup.Asker), else to the first
+//	                           session attached: never
 //	                           to a session that does not have the server; its cancellation
 //	                           to every session, whose table has it or drops it
 //	list changes, log messages to every session; a modern server's listen (its setup's,
@@ -53,10 +55,10 @@ import (
 //
 // A session that stops using the process cancels its requests at the server and answers the
 // server's requests to it with an error itself, from its table (aggregator's endCalls); the
-// multiplexer then cancels what it still tracks of the session's (what reached the server
-// after; an untracked request that did costs the server its work, and its answer is dropped),
-// releases what it set up (aggregator.ProcessSetup.Leave), and keeps the process for the
-// others, or for the linger.
+// multiplexer then releases what it set up and its turns (aggregator.ProcessSetup.Leave), and
+// keeps the process for the others, or for the linger. A request of the session's that
+// reached the server after its cancellations costs the server its work, and its answer, of no
+// session's space any more, is dropped.
 
 // proc is a shared server process.
 type proc struct {
@@ -82,13 +84,7 @@ type proc struct {
 	atts      []*Attachment
 	users     map[string]int           // the sessions attached or attaching, by ID (daemon.find)
 	keys      []string                 // the keys sessions gave it
-	setup     *aggregator.ProcessSetup // what the sessions set up on it together
-	calls     map[string]*relayed      // the requests it tracks, by ID (of a session's space)
-	askers    map[string]bool          // the requests known or suspected to ask (turns.go)
-	suspects  map[string]bool          // those only suspected
-	questions uint64                   // the server's requests for input so far
-	asking    map[*Attachment]int      // each session's requests of those at the server
-	queue     []*queued                // such requests waiting for their session's turn
+	setup     *aggregator.ProcessSetup // what the sessions set up on it together, and their turns
 	eraSeen   era.Era                  // what a session's handshake found (settled)
 	eraKnown  bool
 	decided   chan struct{} // closed once a session's handshake settled its era, or no session will (detach, abandon, exit)
@@ -99,62 +95,28 @@ type proc struct {
 	exitDesc  string
 }
 
-// relayed is a session's request at the server that the multiplexer tracks (proc.tracks).
-type relayed struct {
-	a         *Attachment
-	key       string // what asks, for turns.go: "" for a request that cannot be asked during
-	asks      bool   // it is of the requests known to ask, and counted in proc.asking
-	questions uint64 // proc.questions when it was sent
-}
-
 // request is a request a session wrote for the server.
 type request struct {
 	id     string // its ID: a string of the session's space
 	method string
 	params json.RawMessage // within line
 	line   []byte          // as the session wrote it, with its newline: what the server gets
-	ask    string          // what it is known to ask by (askKey), once read
-	asked  bool            // ask is read
-
-	// What params hold that the multiplexer reads, read once, in one pass (paramsRead): the
-	// tool's or prompt's name, and the progress token (its JSON value, nil when none).
-	name       string
-	token      []byte
-	paramsRead bool
 }
 
-// readParams reads what the multiplexer reads of r's params, once.
-func (r *request) readParams() {
-	if r.paramsRead {
-		return
-	}
-	r.paramsRead = true
+// token is r's progress token (its JSON value, nil when none): the last _meta counts, as for a
+// JSON decoder.
+func (r *request) token() []byte {
+	var token []byte
 	rawjson.Object(r.params, func(k []byte, s, e int) bool {
-		switch string(k) {
-		case "name":
-			r.name, _ = rawjson.Decode(r.params[s:e])
-		case "_meta":
+		if string(k) == "_meta" {
+			token = nil
 			if ts, te, ok := rawjson.Member(r.params[s:e], "progressToken"); ok {
-				r.token = r.params[s+ts : s+te]
-			} else {
-				r.token = nil // the last _meta counts, as for a JSON decoder
+				token = r.params[s+ts : s+te]
 			}
 		}
 		return true
 	})
-}
-
-// askKey is what r is known to ask by (turns.go), read once: its method and tool or prompt
-// name; "" for a request during which a server cannot ask (era.InputMethods).
-func (r *request) askKey() string {
-	if !r.asked {
-		r.ask, r.asked = "", true
-		if era.InputMethods[r.method] {
-			r.readParams()
-			r.ask = r.method + " " + r.name
-		}
-	}
-	return r.ask
+	return token
 }
 
 // jsonID is r's ID, for an answer of the multiplexer's own.
@@ -164,8 +126,7 @@ func (r *request) jsonID() jsonrpc.ID {
 }
 
 func newProc(d *daemon, w want) *proc {
-	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, calls: map[string]*relayed{}, users: map[string]int{}, decided: make(chan struct{}),
-		askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[*Attachment]int{}}
+	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, users: map[string]int{}, decided: make(chan struct{})}
 	p.setup = aggregator.NewProcessSetup(func(parts ...[]byte) { p.conn.Send(nil, parts...) }, d.log.With("server", w.key))
 	return p
 }
@@ -348,21 +309,19 @@ func (p *proc) request(a *Attachment, r *request) {
 		return
 	}
 	p.mu.Lock()
-	if !a.served {
-		p.mu.Unlock()
+	served, legacy := a.served, p.eraKnown && p.eraSeen == era.Legacy
+	p.mu.Unlock()
+	switch {
+	case !served:
 		return
-	}
-	if r.method == "server/discover" && p.eraKnown && p.eraSeen == era.Legacy {
-		p.mu.Unlock()
+	case r.method == "server/discover" && legacy:
 		a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
 		return
 	}
-	if p.waits(a, r) {
-		p.queue = append(p.queue, &queued{a: a, r: r})
-		p.mu.Unlock()
-		return
-	}
-	p.relay(a, r)
+	// As the session wrote it: the session's table is the record of it, and the turns of
+	// the requests during which a legacy server may ask are the session's core's
+	// (aggregator.ProcessSetup), which wrote it once its turn came.
+	p.conn.SendHeld(nil, r.line)
 }
 
 // outside says why r is not of a's ID space ("" when it is): its ID, or its progress token.
@@ -372,8 +331,8 @@ func (a *Attachment) outside(r *request) string {
 	if !strings.HasPrefix(r.id, a.space) {
 		return a.notInSpace("ID")
 	}
-	if r.readParams(); r.token != nil {
-		if tok, _ := rawjson.Decode(r.token); !strings.HasPrefix(tok, a.space) {
+	if token := r.token(); token != nil {
+		if tok, _ := rawjson.Decode(token); !strings.HasPrefix(tok, a.space) {
 			return a.notInSpace("progress token")
 		}
 	}
@@ -392,32 +351,10 @@ func (a *Attachment) refuse(id jsonrpc.ID, why string) {
 		Message: "Internal error: " + why + " (mcp-simple-aggregator's shared process)"}})
 }
 
-// relay sends a session's request to the server as the session wrote it, tracked when the
-// multiplexer learns from it (tracks); it unlocks p.mu.
-func (p *proc) relay(a *Attachment, r *request) {
-	if p.tracks(r) {
-		c := &relayed{a: a}
-		p.calls[r.id] = c
-		p.began(c, r.askKey())
-	}
-	p.mu.Unlock()
-	p.conn.SendHeld(nil, r.line)
-}
-
-// tracks reports whether the multiplexer keeps a record of r while it is at the server: a
-// request during which the server may ask its client (era.InputMethods), at a server not
-// known to be modern (turns.go: a legacy server's question is routed by what is in flight).
-// Any other request is recorded by its session's in-flight table alone: its answer, progress
-// and cancellation go by its ID's space, and what it leaves behind (a task) is found in the
-// sessions' tables (Feed.OwnsTask). Callers hold p.mu.
-func (p *proc) tracks(r *request) bool {
-	return !(p.eraKnown && p.eraSeen == era.Modern) && r.askKey() != ""
-}
-
 // settled takes the era a session's handshake found the process to speak (the core's probe,
 // Attachment.Settled: a modern one before its handshake, a legacy one once initialize
 // succeeded): the sessions that attach after it are told it (a legacy process is not probed
-// again), and find and the turns go by it. The first said counts.
+// again), and find and the answer to a later server/discover go by it. The first said counts.
 func (p *proc) settled(e era.Era) {
 	p.mu.Lock()
 	if !p.eraKnown {
@@ -447,29 +384,14 @@ func (p *proc) clientNotification(a *Attachment, m *jsonrpc.Request, line []byte
 		if !ok {
 			return
 		}
-		// The request is forgotten: its session expects no answer ("The receiver ... SHOULD
-		// NOT send a response for the cancelled request"), and one that comes is dropped. A
-		// request still waiting for its turn is never sent.
-		key, _ := id.Raw().(string)
-		p.mu.Lock()
-		var send bool
-		switch c := p.calls[key]; {
-		case c != nil:
-			if send = c.a == a; send {
-				p.forget(key, c)
-			}
-		case p.unqueue(a, key): // never sent
-		default:
-			// Untracked: at the server, or answered already (a cancellation the server may
-			// ignore, "for an unknown or already-completed request"); the session's own.
-			send = strings.HasPrefix(key, a.space)
-		}
-		next := p.next()
-		p.mu.Unlock()
-		if send {
+		// A request of the session's own (its space), at the server or answered already (a
+		// cancellation the server may ignore, "for an unknown or already-completed request"):
+		// its session expects no answer ("The receiver ... SHOULD NOT send a response for the
+		// cancelled request"), and its table drops one that comes. A session's request still
+		// waiting for its turn was never sent, and its core sends no cancellation of it.
+		if key, _ := id.Raw().(string); strings.HasPrefix(key, a.space) {
 			p.conn.Send(nil, withNewline(line))
 		}
-		p.sendAll(next)
 		return
 	}
 	p.conn.Send(nil, withNewline(line))
@@ -547,28 +469,13 @@ func (p *proc) flush() {
 func (p *proc) answer(m *jsonrpc.Response) {
 	did, _ := m.ID.Raw().(string)
 	p.mu.Lock()
-	c := p.calls[did]
-	if c == nil {
-		to := p.ofSpace(did) // an untracked request's: its session's table has it
-		p.mu.Unlock()
-		if to != nil {
-			p.hand(to, m)
-		} else {
-			p.setup.Answered(did, m.Result, stdio.ErrorJSON(m.Error)) // the setup's own (its initialize, its listen), or dropped
-		}
-		return
-	}
-	p.forget(did, c)
-	next := p.next()
+	to := p.ofSpace(did) // its session's table has it
 	p.mu.Unlock()
-	p.hand(c.a, m)
-	p.sendAll(next)
-}
-
-// forget takes a session's request out of the maps. Callers hold p.mu.
-func (p *proc) forget(id string, c *relayed) {
-	delete(p.calls, id)
-	p.ended(c)
+	if to != nil {
+		p.hand(to, m)
+	} else {
+		p.setup.Answered(did, m.Result, stdio.ErrorJSON(m.Error)) // the setup's own (its initialize, its listen), or dropped
+	}
 }
 
 // serverRequest passes a request of the server's to the session whose request it serves; a
@@ -576,7 +483,8 @@ func (p *proc) forget(id string, c *relayed) {
 // request to the request it serves (the modern era asks inside the answer, which goes back
 // under its request's ID): it goes to the session of the task it names
 // (io.modelcontextprotocol/related-task), else to the session of the request that asks
-// (turns.go), else, asked outside any request, to the first session attached: never to one
+// (aggregator.ProcessSetup.Asker, the turns), else, asked outside any request, to the first
+// session attached: never to one
 // that does not have it. A request that could be any of several sessions' is answered with an
 // error, never guessed. The session's table records it; its answer is the session's.
 func (p *proc) serverRequest(m *jsonrpc.Request) {
@@ -585,14 +493,10 @@ func (p *proc) serverRequest(m *jsonrpc.Request) {
 		p.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
 		return
 	}
-	to := p.taskOwner(relatedTask(m.Params))
-	p.mu.Lock()
-	p.questions++
-	why := ""
+	to, why := p.taskOwner(relatedTask(m.Params)), ""
 	if to == nil {
 		to, why = p.route()
 	}
-	p.mu.Unlock()
 	if to == nil {
 		p.conn.Send(nil, stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: "+why+"; the request came through mcp-simple-aggregator's shared process"))...)
 		return
@@ -601,11 +505,14 @@ func (p *proc) serverRequest(m *jsonrpc.Request) {
 }
 
 // route picks the session a server's request that names no task of a session's goes to
-// (serverRequest), or says why none. Callers hold p.mu.
+// (serverRequest), or says why none.
 func (p *proc) route() (*Attachment, string) {
-	if a, why := p.asker(); a != nil || why != "" {
+	if f, why := p.setup.Asker(); f != nil || why != "" {
+		a, _ := f.(*Attachment) // the setup's members are the sessions' attachments
 		return a, why
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if len(p.atts) > 0 {
 		return p.atts[0], ""
 	}
@@ -705,13 +612,10 @@ func (p *proc) serverNotification(m *jsonrpc.Request) {
 	}
 }
 
-// detach ends a session's use of the process: what it set up is released
+// detach ends a session's use of the process: what it set up and its turns are released
 // (aggregator.ProcessSetup.Leave), and the process is kept for the linger when no session is
 // left. The session cancelled its requests at the server, and answered the server's requests
-// to it, from its table (aggregator's endCalls, and notTaken for those that came after); what
-// the multiplexer still tracks of its requests reached the server after those cancellations
-// (or the session ended without them), and is cancelled here, so that no question of a
-// request nobody waits for is taken for another session's.
+// to it, from its table (aggregator's endCalls, and notTaken for those that came after).
 func (p *proc) detach(a *Attachment) {
 	p.mu.Lock()
 	i := slices.Index(p.atts, a)
@@ -724,15 +628,6 @@ func (p *proc) detach(a *Attachment) {
 	if p.users[a.session]--; p.users[a.session] <= 0 {
 		delete(p.users, a.session)
 	}
-	var cancels []string
-	for did, c := range p.calls {
-		if c.a == a {
-			cancels = append(cancels, did)
-			p.forget(did, c)
-		}
-	}
-	p.queue = slices.DeleteFunc(p.queue, func(q *queued) bool { return q.a == a })
-	next := p.next()
 	empty := len(p.atts) == 0 && !p.exited
 	if empty {
 		p.startLinger()
@@ -742,10 +637,6 @@ func (p *proc) detach(a *Attachment) {
 	if unsettled {
 		p.decide.Do(func() { close(p.decided) })
 	}
-	for _, did := range cancels {
-		p.conn.Send(nil, stdio.Cancelled(did, aggregator.SessionGone)...)
-	}
-	p.sendAll(next)
 	p.setup.Leave(a)
 	if empty {
 		p.d.log.Info("no session uses the server: it is kept for the linger", "pid", p.child.PID(), "linger", p.d.linger)
