@@ -680,6 +680,136 @@ func TestFaultShareAmbiguousAsk(t *testing.T) {
 	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
+// lastID is the ID of the request p sent last.
+func (p *peer) lastID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprint(p.nextID)
+}
+
+// asked waits for the server's request of method to p's client, skipping notifications.
+func (p *peer) asked(method string) message {
+	p.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case m := <-p.notes:
+			if len(m.ID) == 0 {
+				continue
+			}
+			if m.Method != method {
+				p.t.Fatalf("the client was asked %s, want %s", m.Line, method)
+			}
+			return m
+		case <-deadline:
+			p.t.Fatalf("the client was not asked %s within 20s; stderr:\n%s", method, p.stderr)
+			return message{}
+		}
+	}
+}
+
+// answerRoots answers the server's roots/list request q with the root uri.
+func (p *peer) answerRoots(q message, uri string) {
+	p.writeLine(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{"roots":[{"uri":"` + uri + `"}]}}`)
+}
+
+// cancelledAtServer is how many cancellations the fixture of server "a" received.
+func (p *peer) cancelledAtServer() int {
+	p.t.Helper()
+	var got struct {
+		StructuredContent struct{ IDs []string }
+	}
+	_ = json.Unmarshal(p.call("tools/call", `{"name":"a:cancelled","arguments":{}}`).Result, &got)
+	return len(got.StructuredContent.IDs)
+}
+
+// Turns: once a tool has asked, its calls take turns between the sessions of a legacy server
+// (its request does not say which call it serves); other calls go at once. A call waiting for
+// its turn is in its session's table alone: cancelled, neither it nor its cancellation reaches
+// the server.
+func TestFaultShareTurns(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	s1 := shareSessionAs(t, path, shareInit) // answers the server's questions when the test says
+	s2 := shareClient(t, path, "s2")
+	const ask = `{"name":"a:ask","arguments":{"method":"roots/list"}}`
+
+	// The tool asks, alone: from now on its calls take turns.
+	first := s1.send("tools/call", ask)
+	s1.answerRoots(s1.asked("roots/list"), "file:///one")
+	if m := s1.wait(first, "s1's first ask"); !strings.Contains(string(m.Result), "file:///one") {
+		t.Fatalf("s1's first ask: %s", m.Line)
+	}
+
+	// s1's call asks, and waits for its answer: s2's call of the same tool waits for its turn;
+	// a call of another tool goes at once.
+	held := s1.send("tools/call", ask)
+	question := s1.asked("roots/list")
+	waiting := s2.send("tools/call", ask)
+	waitingID := s2.lastID()
+	if m := s2.call("tools/call", `{"name":"a:echo","arguments":{"during":"s1's ask"}}`); !strings.Contains(string(m.Result), `{"during":"s1's ask"}`) {
+		t.Errorf("s2's echo during s1's ask: %s", m.Line)
+	}
+	before := s2.cancelledAtServer()
+	s2.writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + waitingID + `,"reason":"enough"}}`)
+	if after := s2.cancelledAtServer(); after != before {
+		t.Errorf("%d cancellations at the server after s2 cancelled its waiting call, %d before: the call or its cancellation reached the server", after, before)
+	}
+	select {
+	case m := <-waiting:
+		t.Errorf("s2's cancelled call was answered: %s", m.Line)
+	default:
+	}
+
+	// Another call of s2's waits, and goes once s1's call is answered; each session is asked
+	// its own question.
+	waiting = s2.send("tools/call", ask)
+	s2.call("tools/call", `{"name":"a:echo","arguments":{}}`) // s2's call is in its table
+	if _, asked := s2.got(""); asked != 0 {
+		t.Fatalf("s2 was asked %d questions during s1's call", asked)
+	}
+	s1.answerRoots(question, "file:///one-again")
+	if m := s1.wait(held, "s1's second ask"); !strings.Contains(string(m.Result), "file:///one-again") {
+		t.Errorf("s1's second ask: %s", m.Line)
+	}
+	if m := s2.wait(waiting, "s2's ask in its turn"); !strings.Contains(string(m.Result), "file:///s2") {
+		t.Errorf("s2's ask in its turn: %s", m.Line)
+	}
+	endShared(t, dir, tag, s1, s2.peer)
+}
+
+// Every call in flight when the server asked (of the session it asked) is known to ask from
+// then on: such a call takes its turn as soon as it is at the server, before the server asks
+// in it.
+func TestFaultShareTurnsKnownBeforeItAsks(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	s1, s2 := shareClient(t, path, "s1"), shareClient(t, path, "s2")
+
+	// The server asks while s1's sleep is in flight with its ask: sleep may be what asked.
+	s1.send("tools/call", `{"name":"a:sleep","arguments":{"ms":60000}}`)
+	sleepID := s1.lastID()
+	waitSaid(t, s1.peer, "[a] fixture: sleep of 60000 ms started", 1)
+	s1.call("tools/call", `{"name":"a:ask","arguments":{"method":"roots/list"}}`)
+	s1.writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + sleepID + `}}`)
+	before := s1.cancelledAtServer()
+	if before != 1 {
+		t.Fatalf("%d cancellations at the server, want s1's sleep's", before)
+	}
+
+	// s1's sleep is at the server: s2's waits for its turn, though the server has not asked.
+	s1.send("tools/call", `{"name":"a:sleep","arguments":{"ms":60000}}`)
+	waitSaid(t, s1.peer, "[a] fixture: sleep of 60000 ms started", 2)
+	s2.send("tools/call", `{"name":"a:sleep","arguments":{"ms":60000}}`)
+	s2.writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + s2.lastID() + `}}`)
+	if after := s2.cancelledAtServer(); after != before {
+		t.Errorf("s2's sleep was at the server during s1's (%d cancellations there, %d before): it did not wait for its turn", after, before)
+	}
+	endShared(t, dir, tag, s1.peer, s2.peer)
+}
+
 // A session that ends with work at a server another session uses: the server has the
 // session's call cancelled and its question to the session's client answered with an error,
 // by the session itself (its in-flight table is the only record of either), and the other
