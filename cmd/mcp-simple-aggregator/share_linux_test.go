@@ -419,7 +419,7 @@ func TestFaultShareRouting(t *testing.T) {
 	nothingShared(t, dir, tag)
 }
 
-// A shared legacy server is initialized once, by its process's setup (aggregator.ProcessSetup):
+// A shared legacy server is initialized once, by its process's setup (aggregator.ProcessSessions):
 // three sessions that start together (the server takes 300 ms to answer initialize, so the
 // later ones come while it is at the server) all take that one answer, and the server hears one
 // initialize and one notifications/initialized, before any session's next request (it refuses
@@ -455,7 +455,7 @@ func TestFaultShareInitializeOnce(t *testing.T) {
 }
 
 // What the sessions of a shared legacy server set up on it is merged by their cores
-// (aggregator.ProcessSetup): the server is set to the most verbose level a session asks for,
+// (aggregator.ProcessSessions): the server is set to the most verbose level a session asks for,
 // and stays there when the session that set it asks for less while another still asks for
 // more; a level that is none of the specification's is the server's to answer, as unshared,
 // and changes nothing; a session that ends releases its level and its subscriptions. s2 sets
@@ -533,7 +533,7 @@ func TestFaultShareSetup(t *testing.T) {
 		t.Errorf("the server logged %q after s1 asked for debug, want every level", got)
 	}
 	ss[1].in.Close()
-	// Its subscription is released after its level (aggregator.ProcessSetup.Leave).
+	// Its subscription is released after its level (aggregator.ProcessSessions.Leave).
 	waitFor(t, "the release of s1's subscription", func() bool {
 		m := ss[2].call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://static/a"}}`)
 		return strings.Contains(string(m.Result), `"subscribed":false`)

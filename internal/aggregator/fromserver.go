@@ -142,7 +142,7 @@ func (a *Aggregator) serverAnswer(s *server, resp *jsonrpc.Response) {
 	c := a.inflight.answered(s, id)
 	if c == nil {
 		if s.own != nil && s.own.Answered(id, resp.Result, stdio.ErrorJSON(resp.Error)) {
-			return // of the process's setup (its listen; a shared process's multiplexer hands it its own)
+			return // of the process's setup (its listen; a shared process's is routed to its own: ProcessSessions.Route)
 		}
 		s.log.Debug("dropped an answer to no request in flight (cancelled, answered twice, or made up)", "id", resp.ID.Raw())
 		return

@@ -61,7 +61,7 @@ type listener struct {
 // grace bounds its wait for the end of the listen it cancelled, and bound its wait for one that
 // did not end within the grace (endedLate). A listen that failed leaves the session's part as
 // it was.
-func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f any, env string, filter era.Filter, grace, bound time.Duration, gap func()) ([]string, error) {
+func (ps *ProcessSessions) listen(ctx context.Context, closed <-chan struct{}, f any, env string, filter era.Filter, grace, bound time.Duration, gap func()) ([]string, error) {
 	select {
 	case ps.reopen <- struct{}{}:
 	case <-ctx.Done():
@@ -110,7 +110,7 @@ func (ps *ProcessSetup) listen(ctx context.Context, closed <-chan struct{}, f an
 // grace, on a goroutine of the setup's, which the session does not wait for; it returns the
 // new listen (nil when want is empty: then none is opened). Callers hold ps.mu and ps.reopen;
 // it releases ps.mu, and ps.reopen once the new listen is written.
-func (ps *ProcessSetup) again(f any, want era.Filter, grace, bound time.Duration) *setupListen {
+func (ps *ProcessSessions) again(f any, want era.Filter, grace, bound time.Duration) *setupListen {
 	old := ps.open
 	var cur *setupListen
 	if !want.Empty() {
@@ -138,7 +138,7 @@ func (ps *ProcessSetup) again(f any, want era.Filter, grace, bound time.Duration
 // endOf cancels the listen old, and waits for its end (the go-sdk answers a cancelled listen
 // once it let go of it) for grace at most (others say nothing more,
 // basic/patterns/subscriptions.mdx); it reports whether it ended.
-func (ps *ProcessSetup) endOf(old *setupListen, grace time.Duration) bool {
+func (ps *ProcessSessions) endOf(old *setupListen, grace time.Duration) bool {
 	ps.write(stdio.Cancelled(old.id, "mcp-simple-aggregator listens again with other subscriptions")...)
 	wait := time.NewTimer(grace)
 	defer wait.Stop()
@@ -151,7 +151,7 @@ func (ps *ProcessSetup) endOf(old *setupListen, grace time.Duration) bool {
 }
 
 // wanted is what the sessions' listens ask for together. Callers hold ps.mu.
-func (ps *ProcessSetup) wanted() era.Filter {
+func (ps *ProcessSessions) wanted() era.Filter {
 	var u era.Filter
 	for _, l := range ps.listeners {
 		u = u.Union(l.filter)
@@ -162,7 +162,7 @@ func (ps *ProcessSetup) wanted() era.Filter {
 // agreed waits for the acknowledgement of the listen l, and returns what of filter's URIs it
 // agreed to. A listen the setup replaced before its acknowledgement (another session asked for
 // more) is followed by the one that replaced it, which asks for at least as much.
-func (ps *ProcessSetup) agreed(ctx context.Context, closed <-chan struct{}, l *setupListen, filter era.Filter) ([]string, error) {
+func (ps *ProcessSessions) agreed(ctx context.Context, closed <-chan struct{}, l *setupListen, filter era.Filter) ([]string, error) {
 	for {
 		select {
 		case <-l.acked:
@@ -195,7 +195,7 @@ func (ps *ProcessSetup) agreed(ctx context.Context, closed <-chan struct{}, l *s
 // bound: the go-sdk's server, letting go of it, ends the list subscriptions of the connection,
 // those of any listen opened since with them. A server that never answers a cancelled listen
 // says nothing more. (Opened again by the setup alone: opener nil.)
-func (ps *ProcessSetup) endedLate(old *setupListen, bound time.Duration) {
+func (ps *ProcessSessions) endedLate(old *setupListen, bound time.Duration) {
 	wait := time.NewTimer(bound)
 	defer wait.Stop()
 	select {
@@ -217,7 +217,7 @@ func (ps *ProcessSetup) endedLate(old *setupListen, bound time.Duration) {
 }
 
 // forget drops a listen of the setup's whose end will not come.
-func (ps *ProcessSetup) forget(l *setupListen) {
+func (ps *ProcessSessions) forget(l *setupListen) {
 	ps.mu.Lock()
 	delete(ps.byID, l.id)
 	ps.mu.Unlock()
@@ -225,7 +225,7 @@ func (ps *ProcessSetup) forget(l *setupListen) {
 
 // listenEnded takes the answer to a listen of the setup's: the server ended it, or let go of
 // it once cancelled. It reports whether id was one.
-func (ps *ProcessSetup) listenEnded(id string, errObj json.RawMessage) bool {
+func (ps *ProcessSessions) listenEnded(id string, errObj json.RawMessage) bool {
 	ps.mu.Lock()
 	l := ps.byID[id]
 	if l != nil {
@@ -244,7 +244,7 @@ func (ps *ProcessSetup) listenEnded(id string, errObj json.RawMessage) bool {
 }
 
 // Ended takes the end of the process: its listens end with it.
-func (ps *ProcessSetup) Ended() {
+func (ps *ProcessSessions) Ended() {
 	ps.mu.Lock()
 	ls := ps.byID
 	ps.byID = map[string]*setupListen{}
@@ -261,7 +261,7 @@ func (ps *ProcessSetup) Ended() {
 // (and, for a listen that replaced another, has the other sessions read their lists again); a
 // notification of a listen no longer open is dropped ("MUST NOT send any notification on the
 // subscription before" the acknowledgement: the server's, which a session's listen waits for).
-func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessage) []any {
+func (ps *ProcessSessions) ListenNotification(id, method string, rest json.RawMessage) []any {
 	ps.mu.Lock()
 	l := ps.open
 	if l == nil || l.id != id {
@@ -302,7 +302,7 @@ func (ps *ProcessSetup) ListenNotification(id, method string, rest json.RawMessa
 // gapsBut are the gaps of every session that listens but that of f (which reads its lists
 // itself): between the listen the setup ended and the one it opened, nothing was subscribed at
 // the server, and a change then was told to no one. Callers hold ps.mu.
-func (ps *ProcessSetup) gapsBut(f any) []func() {
+func (ps *ProcessSessions) gapsBut(f any) []func() {
 	var gaps []func()
 	for g, l := range ps.listeners {
 		if g != f {

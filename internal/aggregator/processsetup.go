@@ -31,13 +31,15 @@ import (
 // resources/updated notifications from the server whenever a particular resource changes":
 // each session gets what its own client asked for, whatever the process was set to for others.
 
-// ProcessSetup is what the sessions of one shared server process set up on it together. Its
-// members are the sessions' handles on the process: their Fed (a shared process's), or the
-// server whose process it is (a process of the session's own, which has a setup for its listen
-// alone: processlisten.go). Join, Leave and Answered are the process's, when a session begins
-// and ends using it and when the server answers a request of the setup's own; the others are
-// the sessions'.
-type ProcessSetup struct {
+// ProcessSessions is what the sessions of one server process do on it together, called its
+// setup in what follows: they set it up (here), listen (processlisten.go), take turns
+// (turns.go), and get its messages (processroute.go). Its members are the sessions' handles on
+// the process: their Fed (a shared process's, a Member), or the server whose process it is (a
+// process of the session's own, which has a setup for its listen alone). Join, Leave,
+// Answered, Route and Ended are the process's, when a session begins and ends using it, when
+// the server answers a request of the setup's own, when it writes a message, and when it
+// ends; the others are the sessions'.
+type ProcessSessions struct {
 	write func(parts ...[]byte) // writes a message of the setup's own to the process
 	log   *slog.Logger
 
@@ -63,6 +65,12 @@ type ProcessSetup struct {
 	// server during which it may ask, and those waiting for their session's turn; what is
 	// known (askers) or suspected to ask; the server's questions so far; and each session's
 	// requests known to ask that are at the server.
+	// The sessions the process's messages go to (processroute.go), in the order they joined;
+	// and, for Route alone (the process's one reader), whether more of the server's messages
+	// follow at once, and the sessions handed one since the last did not.
+	routes    []Member
+	more      bool
+	bursting  []Member
 	atServer  map[*turn]bool
 	queue     []*turn
 	askers    map[string]bool
@@ -94,16 +102,16 @@ type resourceSubs struct {
 	pending int
 }
 
-// NewProcessSetup is the setup of a process that no session uses yet; write writes a message
+// NewProcessSessions is the setup of a process that no session uses yet; write writes a message
 // of the setup's own to it. The answer to a request of the setup's is the setup's (Answered).
-func NewProcessSetup(write func(parts ...[]byte), log *slog.Logger) *ProcessSetup {
-	return &ProcessSetup{write: write, log: log, members: map[any]*memberSetup{}, subs: map[string]*resourceSubs{},
+func NewProcessSessions(write func(parts ...[]byte), log *slog.Logger) *ProcessSessions {
+	return &ProcessSessions{write: write, log: log, members: map[any]*memberSetup{}, subs: map[string]*resourceSubs{},
 		listeners: map[any]*listener{}, byID: map[string]*setupListen{}, reopen: make(chan struct{}, 1),
 		atServer: map[*turn]bool{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[any]int{}}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a
-// ProcessSetup). A switch: it is asked of every request to a server.
+// ProcessSessions). A switch: it is asked of every request to a server.
 func setsUp(method string) bool {
 	switch method {
 	case "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
@@ -116,7 +124,7 @@ func setsUp(method string) bool {
 // of it, for what a legacy server takes on the connection (its initialization, log level and
 // subscriptions); nil for a process of the session's own, and for a modern server, whose
 // requests carry their level, and whose listen the subscriptions (sharedSetup).
-func (s *server) processSetup() (*ProcessSetup, Fed) {
+func (s *server) processSetup() (*ProcessSessions, Fed) {
 	if !s.side().setsLevel() {
 		return nil, nil
 	}
@@ -125,17 +133,17 @@ func (s *server) processSetup() (*ProcessSetup, Fed) {
 
 // sharedSetup is the setup the sessions of the process of s share, and the session's member of
 // it; nil for a process of the session's own.
-func (s *server) sharedSetup() (*ProcessSetup, Fed) {
+func (s *server) sharedSetup() (*ProcessSessions, Fed) {
 	f := s.fed()
 	if f == nil {
 		return nil, nil
 	}
-	return f.Setup(), f
+	return f.Sessions(), f
 }
 
 // listenSetup is the setup whose listen is that of the process of s (processlisten.go), and the
 // session's member of it: the shared process's, or the one of a process of the session's own.
-func (s *server) listenSetup() (*ProcessSetup, any) {
+func (s *server) listenSetup() (*ProcessSessions, any) {
 	if ps, f := s.sharedSetup(); ps != nil {
 		return ps, f
 	}
@@ -146,7 +154,7 @@ func (s *server) listenSetup() (*ProcessSetup, any) {
 
 // setUp takes a request c that sets up the connection of s (setsUp), in the table and about to
 // be written, params as they would be: it returns what to write, or reports that c was
-// answered here, the process being set up so already (ProcessSetup.take).
+// answered here, the process being set up so already (ProcessSessions.take).
 func (a *Aggregator) setUp(c *call, params [][]byte) ([][]byte, bool) {
 	ps, f := c.to.processSetup()
 	if ps == nil {
@@ -166,25 +174,30 @@ func (a *Aggregator) setUp(c *call, params [][]byte) ([][]byte, bool) {
 	return nil, true
 }
 
-// Join makes f a member: what its session sets up on the process counts from now.
-func (ps *ProcessSetup) Join(f any) {
+// Join makes f a member: what its session sets up on the process counts from now, and, when it
+// is a Member, the process's messages for its session go to it (Route).
+func (ps *ProcessSessions) Join(f any) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.members[f] == nil {
 		ps.members[f] = &memberSetup{}
+		if m, ok := f.(Member); ok {
+			ps.routes = append(ps.routes, m)
+		}
 	}
 }
 
 // Leave releases what the session of f set up: each resource that no other session is
 // subscribed to is unsubscribed, and the process is set to the level the others ask for,
 // when that is less verbose (it stays at what it was when none asks for any).
-func (ps *ProcessSetup) Leave(f any) {
+func (ps *ProcessSessions) Leave(f any) {
 	ps.mu.Lock()
 	if ps.members[f] == nil {
 		ps.mu.Unlock()
 		return
 	}
 	delete(ps.members, f)
+	ps.routes = slices.DeleteFunc(ps.routes, func(m Member) bool { return m == f })
 	delete(ps.listeners, f) // the open listen asks for at least as much: it costs the server nothing
 	var tell []string       // the URIs to unsubscribe from
 	for uri, rs := range ps.subs {
@@ -215,7 +228,7 @@ func (ps *ProcessSetup) Leave(f any) {
 // nothing of it is at the server: it returns the method of the request to send for it ("" for
 // none), and forgets a resource no session wants and the server does not hold. Callers hold
 // ps.mu.
-func (ps *ProcessSetup) reconcile(uri string, rs *resourceSubs) string {
+func (ps *ProcessSessions) reconcile(uri string, rs *resourceSubs) string {
 	if rs.pending > 0 {
 		return ""
 	}
@@ -235,19 +248,19 @@ func (ps *ProcessSetup) reconcile(uri string, rs *resourceSubs) string {
 
 // request sends a request of the setup's own, whose answer is dropped (Answered): of no
 // session's ID space, so that the process's reader hands it to the setup.
-func (ps *ProcessSetup) request(method string, params json.RawMessage) {
+func (ps *ProcessSessions) request(method string, params json.RawMessage) {
 	ps.write(stdio.Request(ps.newID(), method, params)...)
 }
 
 // newID is an ID of the setup's own.
-func (ps *ProcessSetup) newID() string {
+func (ps *ProcessSessions) newID() string {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	return ps.nextID()
 }
 
 // nextID is newID for callers that hold ps.mu.
-func (ps *ProcessSetup) nextID() string {
+func (ps *ProcessSessions) nextID() string {
 	ps.seq++
 	return setupIDs + strconv.FormatUint(ps.seq, 10)
 }
@@ -259,7 +272,7 @@ const setupIDs = "s-setup-"
 // Answered takes the server's answer to a request of no session's: the answer to the setup's
 // initialize is kept, one to a listen of the setup's ends it; any other request of the
 // setup's has its answer dropped. It reports whether id was of the setup's.
-func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) bool {
+func (ps *ProcessSessions) Answered(id string, result, errObj json.RawMessage) bool {
 	if ps.listenEnded(id, errObj) {
 		return true
 	}
@@ -281,7 +294,7 @@ func (ps *ProcessSetup) Answered(id string, result, errObj json.RawMessage) bool
 // (the session's use of the process ended), and takes it. A legacy server is initialized
 // once: a second initialize may be refused, or end it. A session whose wait ended leaves the
 // request at the server, for the next session to take its answer.
-func (ps *ProcessSetup) initialize(ctx context.Context, closed <-chan struct{}, params json.RawMessage) (result, errObj json.RawMessage, err error) {
+func (ps *ProcessSessions) initialize(ctx context.Context, closed <-chan struct{}, params json.RawMessage) (result, errObj json.RawMessage, err error) {
 	ps.mu.Lock()
 	h := ps.init
 	first := h == nil
@@ -306,7 +319,7 @@ func (ps *ProcessSetup) initialize(ctx context.Context, closed <-chan struct{}, 
 // tellInitialized tells the process notifications/initialized, once: every session that found
 // the answer to initialize good calls it, and none goes on before it was written, so that the
 // server hears it before any session's next request.
-func (ps *ProcessSetup) tellInitialized() {
+func (ps *ProcessSessions) tellInitialized() {
 	ps.initOnce.Do(func() { ps.write(stdio.Notification("notifications/initialized", nil)...) })
 }
 
@@ -317,7 +330,7 @@ func (ps *ProcessSetup) tellInitialized() {
 // answered with an empty result without reaching it. A level that is none of the
 // specification's goes as written (the server answers it), and changes nothing; a request of
 // a session that is not a member (its use of the process ended) is answered.
-func (ps *ProcessSetup) take(f any, method string, params json.RawMessage) (set json.RawMessage, here bool, answered func(ok bool)) {
+func (ps *ProcessSessions) take(f any, method string, params json.RawMessage) (set json.RawMessage, here bool, answered func(ok bool)) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	m := ps.members[f]
@@ -358,7 +371,7 @@ func (ps *ProcessSetup) take(f any, method string, params json.RawMessage) (set 
 // next session's goes to the server, and gets its error, as unshared. Once nothing of the
 // resource is at the server, what it holds is made what the sessions want (reconcile): two
 // sessions' requests, decided in one order, may have reached it in the other.
-func (ps *ProcessSetup) subscribed(f any, uri string, rs *resourceSubs, on, had, ok bool) {
+func (ps *ProcessSessions) subscribed(f any, uri string, rs *resourceSubs, on, had, ok bool) {
 	ps.mu.Lock()
 	rs.pending--
 	switch {
@@ -379,7 +392,7 @@ func (ps *ProcessSetup) subscribed(f any, uri string, rs *resourceSubs, on, had,
 }
 
 // takeLevel is take of a logging/setLevel. Callers hold ps.mu.
-func (ps *ProcessSetup) takeLevel(f any, m *memberSetup, params json.RawMessage) (json.RawMessage, bool, func(bool)) {
+func (ps *ProcessSessions) takeLevel(f any, m *memberSetup, params json.RawMessage) (json.RawMessage, bool, func(bool)) {
 	level, _ := rawjson.StringMember(params, "level")
 	rank := era.LogRank(level)
 	if rank == 0 {
@@ -404,7 +417,7 @@ func (ps *ProcessSetup) takeLevel(f any, m *memberSetup, params json.RawMessage)
 // (unless it asked for another since). Once no other is at the server, the process is set to
 // what the sessions ask together when the last level it took is not that (relevel): two
 // sessions' requests, decided in one order, may have reached it in the other.
-func (ps *ProcessSetup) leveled(f any, rank, was, sent int, ok bool) {
+func (ps *ProcessSessions) leveled(f any, rank, was, sent int, ok bool) {
 	ps.mu.Lock()
 	ps.levelAt--
 	if ok {
@@ -426,7 +439,7 @@ func (ps *ProcessSetup) leveled(f any, rank, was, sent int, ok bool) {
 // relevel returns the level to set the process to, when what the sessions ask together is more
 // verbose, or less, than what it last took (0 when it is that, or no session asks for any), and
 // takes it for set. Callers hold ps.mu, with no level of the setup's at the server.
-func (ps *ProcessSetup) relevel() int {
+func (ps *ProcessSessions) relevel() int {
 	lowest := ps.lowest()
 	if lowest == 0 || lowest == ps.confirmed {
 		return 0
@@ -437,7 +450,7 @@ func (ps *ProcessSetup) relevel() int {
 
 // lowest is the most verbose level a member asks for; 0 when none asks for any. Callers hold
 // ps.mu.
-func (ps *ProcessSetup) lowest() int {
+func (ps *ProcessSessions) lowest() int {
 	lowest := 0
 	for _, m := range ps.members {
 		if m.level > 0 && (lowest == 0 || m.level < lowest) {
@@ -449,7 +462,7 @@ func (ps *ProcessSetup) lowest() int {
 
 // merged sets ps.level to the most verbose level a member asks for, and reports whether that
 // changed it. Callers hold ps.mu.
-func (ps *ProcessSetup) merged() (int, bool) {
+func (ps *ProcessSessions) merged() (int, bool) {
 	lowest := ps.lowest()
 	if lowest == ps.level || lowest == 0 {
 		return ps.level, false
@@ -461,7 +474,7 @@ func (ps *ProcessSetup) merged() (int, bool) {
 // logs reports whether a log message at rank reaches the session of f: one at or above the
 // level it asked for, or any when it asked for none (unshared, the process would log at its
 // own default level, which a shared one may be set away from by the others).
-func (ps *ProcessSetup) logs(f any, rank int) bool {
+func (ps *ProcessSessions) logs(f any, rank int) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	m := ps.members[f]
@@ -470,7 +483,7 @@ func (ps *ProcessSetup) logs(f any, rank int) bool {
 
 // wants reports whether the session of f is subscribed to uri, or to a resource uri is part
 // of (era.PartOf): an update of it is the session's.
-func (ps *ProcessSetup) wants(f any, uri string) bool {
+func (ps *ProcessSessions) wants(f any, uri string) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if rs := ps.subs[uri]; rs != nil && rs.by[f] {

@@ -12,7 +12,7 @@ import (
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 )
 
-// wire is what a ProcessSetup wrote to its process, message by message.
+// wire is what a ProcessSessions wrote to its process, message by message.
 type wire struct {
 	mu   sync.Mutex
 	msgs []string
@@ -37,9 +37,9 @@ func (w *wire) wrote() []string {
 	return out
 }
 
-func newTestSetup(members ...string) (*ProcessSetup, *wire) {
+func newTestSetup(members ...string) (*ProcessSessions, *wire) {
 	w := &wire{}
-	ps := NewProcessSetup(w.write, slog.New(slog.DiscardHandler))
+	ps := NewProcessSessions(w.write, slog.New(slog.DiscardHandler))
 	for _, m := range members {
 		ps.Join(m)
 	}

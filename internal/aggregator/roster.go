@@ -527,7 +527,7 @@ func (a *Aggregator) retire(s *server, why, then string) {
 // requests that reached the client are cancelled there for reason. The gate of s closes first.
 // A process that goes on for other sessions (a shared process's) is told too, since the table
 // is the only record of the session's work with it: what it has of the session's is cancelled
-// at it (its initialize is the process's, ProcessSetup, and in no session's table), and its
+// at it (its initialize is the process's, ProcessSessions, and in no session's table), and its
 // requests to the client are answered with an error (as is one that comes after the sweep:
 // notTaken).
 func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, reason string) {

@@ -86,9 +86,9 @@ type server struct {
 
 	badLines atomic.Int64
 	readDone chan struct{} // the reading of its stdout ended
-	// own is the setup of a process of the session's own (Piped), for its listen
-	// (processlisten.go); a shared process's is its Fed's Setup.
-	own *ProcessSetup
+	// own is what the session does on a process of its own (Piped) as the one session of its
+	// listen (processlisten.go); a shared process's is its Fed's Sessions.
+	own *ProcessSessions
 
 	// Guarded by the in-flight table's lock (table.go): what it takes, how many calls it has
 	// in flight (to it, and its requests to the client), and the signal of a drain waiting for
@@ -139,16 +139,18 @@ type Fed interface {
 	// before one did.
 	Era() (e era.Era, ok bool)
 	// Settled tells the process the era the session's handshake found it to speak: the
-	// sessions after it are told it (Era), and the process's multiplexer routes by it.
+	// sessions after it are told it (Era), and the shared process answers a later probe by it.
 	Settled(e era.Era)
 	// Refuse answers the server's request id with the error errObj, for a session that cannot
 	// take it any more: written to the process itself, since the session's connection to it
 	// may be closed already.
 	Refuse(id jsonrpc.ID, errObj json.RawMessage)
-	// Setup is what the sessions of the process set up on it together (processsetup.go): a
-	// legacy server's initialization, done once, and its log level and subscriptions, merged
-	// by the session that writes them.
-	Setup() *ProcessSetup
+	// Sessions is what the sessions of the process do on it together: a legacy server's
+	// initialization, done once, and its log level and subscriptions, merged by the session
+	// that writes them (processsetup.go); a modern server's one listen (processlisten.go);
+	// the turns of a legacy server's questions (turns.go); and where the process's messages
+	// go (processroute.go).
+	Sessions() *ProcessSessions
 }
 
 // SessionGone is the reason a shared server is given for the cancellation of a request whose
@@ -272,7 +274,7 @@ func (a *Aggregator) startProcess(s *server, client json.RawMessage) error {
 		conn := stdio.New(stdout, stdin, opts)
 		s.conn = conn
 		// Its listen is its setup's, as a shared process's is (processlisten.go).
-		s.own = NewProcessSetup(func(parts ...[]byte) { conn.Send(nil, parts...) }, s.log)
+		s.own = NewProcessSessions(func(parts ...[]byte) { conn.Send(nil, parts...) }, s.log)
 		s.own.Join(s)
 		go a.readServer(s)
 	default:

@@ -60,7 +60,7 @@ func (l legacyServer) handshake(ctx context.Context, s *server, params json.RawM
 }
 
 // initialize asks s initialize with params, and returns the result. A shared process's
-// process is initialized once, for every session that uses it (ProcessSetup.initialize).
+// process is initialized once, for every session that uses it (ProcessSessions.initialize).
 func (l legacyServer) initialize(ctx context.Context, s *server, params json.RawMessage) (json.RawMessage, error) {
 	ps, _ := s.processSetup()
 	if ps == nil {

@@ -133,7 +133,7 @@ func (m *modernServer) carry(c *call, s *server, result json.RawMessage) bool {
 // not explicitly requested" (basic/patterns/subscriptions.mdx): the aggregator asks each modern
 // server for the list changes its capabilities announce, and for the resources the client
 // subscribed to, on one subscriptions/listen, a request that stays open. It is the process's
-// (ProcessSetup.listen, processlisten.go): one listen for every session of a shared process, and
+// (ProcessSessions.listen, processlisten.go): one listen for every session of a shared process, and
 // the same for a process of the session's own, whose setup has one member. What arrives tagged
 // with its ID enters the legacy path (readServer), untagged: the core takes a modern server's
 // notifications/tools/list_changed as it takes a legacy one's.
@@ -157,14 +157,14 @@ func (m *modernServer) listenAt(ctx context.Context, s *server) ([]string, error
 // notification looks at a notification of s: one tagged with the ID of the process's listen
 // that its filter asks for loses the tag and goes on to the legacy path (false); the
 // acknowledgement of the listen, and anything else of a listen, end here (true). A shared
-// process's multiplexer hands them untagged (ProcessSetup.ListenNotification).
+// process's are routed untagged (ProcessSessions.Route, ListenNotification).
 func (m *modernServer) notification(s *server, n *jsonrpc.Request) bool {
 	rawID, rest, tagged := era.Untag(n.Params)
 	if !tagged {
 		return false
 	}
 	id, _ := rawjson.Decode(rawID)
-	// Tagged, it is of a process of the session's own: a shared process's multiplexer hands
+	// Tagged, it is of a process of the session's own: a shared process's routing hands
 	// them over untagged. Read on the process's reader, after its setup was made.
 	if s.own == nil {
 		return true

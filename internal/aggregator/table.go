@@ -96,7 +96,7 @@ type call struct {
 	// none.
 	logLevel int
 	// setupAnswered tells a shared process's setup how the server answered a request that
-	// sets it up (ProcessSetup.take: ok when it took it); nil for any other.
+	// sets it up (ProcessSessions.take: ok when it took it); nil for any other.
 	setupAnswered func(ok bool)
 	// turn is set on a request to a shared legacy process during which the server may ask
 	// its client: its part in the turns of the sessions' questions (turns.go).

@@ -33,7 +33,7 @@ import (
 // client (era.InputMethods), at the server or waiting for its session's turn to go. Its
 // fields are guarded by the setup's lock.
 type turn struct {
-	ps        *ProcessSetup
+	ps        *ProcessSessions
 	member    any
 	id        string // its ID at the server
 	key       string // what it is known to ask by: its method and tool or prompt name (askKey)
@@ -58,7 +58,7 @@ func askKey(method string, params json.RawMessage) string {
 // caller writes it), or waits for its session's turn, when whoever ends the turn before it
 // writes it with send. The turn ends with c's answer, or with its end without one
 // (c.unanswered).
-func (ps *ProcessSetup) takeTurn(f any, c *call, key string, send func()) bool {
+func (ps *ProcessSessions) takeTurn(f any, c *call, key string, send func()) bool {
 	ps.mu.Lock()
 	if ps.members[f] == nil {
 		ps.mu.Unlock()
@@ -79,7 +79,7 @@ func (ps *ProcessSetup) takeTurn(f any, c *call, key string, send func()) bool {
 
 // waits reports whether a request of the session of f known to ask by key waits for the
 // session's turn. Callers hold ps.mu.
-func (ps *ProcessSetup) waits(f any, key string) bool {
+func (ps *ProcessSessions) waits(f any, key string) bool {
 	if !ps.askers[key] {
 		return false
 	}
@@ -95,7 +95,7 @@ func (ps *ProcessSetup) waits(f any, key string) bool {
 }
 
 // began notes that t is sent to the server. Callers hold ps.mu.
-func (ps *ProcessSetup) began(t *turn) {
+func (ps *ProcessSessions) began(t *turn) {
 	t.send = nil
 	t.questions = ps.questions
 	ps.atServer[t] = true
@@ -130,7 +130,7 @@ func (t *turn) end() (unsent bool) {
 }
 
 // ended takes t, sent, out of what is at the server. Callers hold ps.mu.
-func (ps *ProcessSetup) ended(t *turn) {
+func (ps *ProcessSessions) ended(t *turn) {
 	delete(ps.atServer, t)
 	if t.asks {
 		t.asks = false
@@ -147,7 +147,7 @@ func (ps *ProcessSetup) ended(t *turn) {
 // next takes from the queue the requests whose turn has come, as sent: when no session's
 // requests known to ask are at the server, those of the session first in the queue, in
 // order. Callers hold ps.mu; what it returns is sent with sendAll once it is released.
-func (ps *ProcessSetup) next() []func() {
+func (ps *ProcessSessions) next() []func() {
 	if len(ps.asking) > 0 || len(ps.queue) == 0 {
 		return nil
 	}
@@ -176,7 +176,7 @@ func sendAll(sends []func()) {
 // a word to the setup) are cancelled there, so that no question of a request nobody waits for
 // is taken for another session's; the requests whose turn comes then go. Callers hold ps.mu;
 // what it returns is done once it is released.
-func (ps *ProcessSetup) leaveTurns(f any) []func() {
+func (ps *ProcessSessions) leaveTurns(f any) []func() {
 	var do []func()
 	ps.queue = slices.DeleteFunc(ps.queue, func(t *turn) bool {
 		if t.member == f {
@@ -199,7 +199,7 @@ func (ps *ProcessSetup) leaveTurns(f any) []func() {
 // a session's): the session whose requests known to ask are at the server, else the one whose
 // input requests are; nil when none are (it asks outside any request), and why when it cannot
 // be told. The requests at the server it may serve are known to ask from then on.
-func (ps *ProcessSetup) Asker() (any, string) {
+func (ps *ProcessSessions) Asker() (any, string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.questions++
@@ -245,7 +245,7 @@ func (ps *ProcessSetup) Asker() (any, string) {
 // turnsOf is the setup whose turns the requests of s take, and the session's member of it: a
 // shared legacy process's (processSetup); nil for a process of the session's own, and for a
 // modern server.
-func (s *server) turnsOf(method string) (*ProcessSetup, Fed) {
+func (s *server) turnsOf(method string) (*ProcessSessions, Fed) {
 	if !era.InputMethods[method] {
 		return nil, nil
 	}

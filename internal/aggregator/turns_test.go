@@ -27,7 +27,7 @@ func TestAskKey(t *testing.T) {
 // turnWire records the requests whose turn came, by ID.
 type turnWire struct{ ids []string }
 
-func (s *turnWire) turn(ps *ProcessSetup, member string, id string) (*call, bool) {
+func (s *turnWire) turn(ps *ProcessSessions, member string, id string) (*call, bool) {
 	c := &call{toID: id}
 	return c, ps.takeTurn(member, c, "tools/call ask", func() { s.ids = append(s.ids, id) })
 }

@@ -181,11 +181,11 @@ func (a *Attachment) Feed(r aggregator.Feed) {
 	}
 }
 
-// deliver hands the session a message of the server's; more says another message of the
-// server's follows at once (the multiplexer then calls flush). A request of the server's that
-// comes once the session's use of the process ended (routed to it just before) is answered with
-// an error: the server would wait for it for good.
-func (a *Attachment) deliver(msg jsonrpc.Message, more bool) {
+// Deliver hands the session a message of the server's (aggregator.Member: the process's setup
+// routes them); more says another message of the server's follows at once (Flush is called
+// then). A request of the server's that comes once the session's use of the process ended
+// (routed to it just before) is answered with an error: the server would wait for it for good.
+func (a *Attachment) Deliver(msg jsonrpc.Message, more bool) {
 	a.rmu.Lock()
 	defer a.rmu.Unlock()
 	if a.recv != nil && !a.ended {
@@ -210,12 +210,15 @@ func (a *Attachment) Era() (era.Era, bool) { return a.p.knownEra() }
 // Settled takes the era the session's handshake found the process to speak.
 func (a *Attachment) Settled(e era.Era) { a.p.settled(e) }
 
-// Setup is what the sessions of the process set up on it together.
-func (a *Attachment) Setup() *aggregator.ProcessSetup { return a.p.setup }
+// Sessions is what the sessions of the process do on it together, in the core.
+func (a *Attachment) Sessions() *aggregator.ProcessSessions { return a.p.sessions }
 
-// ownsTask reports whether the session's table has the server's task id as its own. Only
-// for an attachment the multiplexer serves (its recv is set).
-func (a *Attachment) ownsTask(id string) bool { return a.recv.OwnsTask(id) }
+// Space is the session's ID space: its requests' IDs and progress tokens begin with it.
+func (a *Attachment) Space() string { return a.space }
+
+// OwnsTask reports whether the session's table has the server's task id as its own. Only for
+// an attachment the multiplexer serves (its recv is set).
+func (a *Attachment) OwnsTask(id string) bool { return a.recv.OwnsTask(id) }
 
 // post hands the session a message of the multiplexer's own, made on a goroutine of the
 // session's (an answer to what it wrote): from a goroutine of its own, so that the session's
@@ -252,8 +255,8 @@ func (a *Attachment) handPosts() {
 	}
 }
 
-// flush ends the burst of messages delivered with more.
-func (a *Attachment) flush() {
+// Flush ends the burst of messages delivered with more.
+func (a *Attachment) Flush() {
 	a.rmu.Lock()
 	defer a.rmu.Unlock()
 	if a.recv != nil && !a.ended {

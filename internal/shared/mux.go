@@ -19,43 +19,33 @@ import (
 )
 
 // One shared server process and the sessions attached to it. Each session speaks to it as to
-// a process of its own; between them, the messages are routed so that no session sees another's:
+// a process of its own. What a session writes is taken here, on the session's goroutine, as it
+// is written; what the server writes is read once, here, and the process's setup in the core
+// (aggregator.ProcessSessions.Route, processroute.go) hands each session its own:
 //
 //	a session's request        as the session wrote it: its ID and progress token are of the
 //	                           session's ID space ("agg-3-", Session.IDSpace), which no other
-//	                           session's requests share; the answer and progress go back to
-//	                           the session of the space alone, by the space: the session's
-//	                           in-flight table is the only record of its requests (the
-//	                           multiplexer keeps none). A request outside the space is
-//	                           refused. One during which a legacy server may ask was written
-//	                           by its session once its turn came (aggregator.ProcessSetup).
-//	initialize                 sent once, by the process's setup (aggregator.ProcessSetup,
-//	                           whose answers are those to requests of no session's space), and
-//	                           that answer taken by every session (a legacy server is
-//	                           initialized once: only sessions whose clients would send the
-//	                           same initialize share it, daemon.find)
+//	                           session's requests share, and by which its answer and progress
+//	                           go back to it alone; the session's in-flight table is the only
+//	                           record of it (the multiplexer keeps none). A request outside
+//	                           the space is refused. One during which a legacy server may ask
+//	                           was written by its session once its turn came (the core's
+//	                           turns.go); logging/setLevel and resources/(un)subscribe come
+//	                           merged with the other sessions' by its core (processsetup.go)
+//	initialize                 sent once, by the process's setup (whose answers are those to
+//	                           requests of no session's space), and that answer taken by every
+//	                           session (a legacy server is initialized once: only sessions
+//	                           whose clients would send the same initialize share it,
+//	                           daemon.find)
 //	server/discover            of a server known to be legacy (a session settled it): answered
 //	                           Method not found here (a server may exit on a second probe);
 //	                           the sessions after are not probed (Era), but one whose
 //	                           handshake began before may be
-//	logging/setLevel,          as the session wrote them: its core merged them with the other
-//	resources/(un)subscribe    sessions' (aggregator.ProcessSetup, the process's setup), and
-//	                           answered those that change nothing itself; each session's core
-//	                           takes the log messages at its own level and the updates of what
-//	                           it subscribed to
-//	a server's request         to the session of the task it names (the session's table
-//	                           says: Feed.OwnsTask), else to the session whose request it
-//	                           serves (the turns: ProcessSetup.Asker), else to the first
-//	                           session attached: never
-//	                           to a session that does not have the server; its cancellation
-//	                           to every session, whose table has it or drops it
-//	list changes, log messages to every session; a modern server's listen (its setup's,
-//	and resource updates       aggregator.ProcessSetup, for every session) to the sessions whose
-//	                           listens ask for them, untagged
+//	a session's cancellation   of a request of its own space alone
 //
 // A session that stops using the process cancels its requests at the server and answers the
 // server's requests to it with an error itself, from its table (aggregator's endCalls); the
-// multiplexer then releases what it set up and its turns (aggregator.ProcessSetup.Leave), and
+// multiplexer then releases what it set up and its turns (aggregator.ProcessSessions.Leave), and
 // keeps the process for the others, or for the linger. A request of the session's that
 // reached the server after its cancellations costs the server its work, and its answer, of no
 // session's space any more, is dropped.
@@ -75,17 +65,12 @@ type proc struct {
 	// the client.
 	burst stdio.Burst
 
-	// For readChild alone: more says that the message it handles is not the last buffered
-	// (a burst), bursting the attachments handed messages during the burst (hand).
-	more     bool
-	bursting []*Attachment
-
 	mu        sync.Mutex
 	atts      []*Attachment
-	users     map[string]int           // the sessions attached or attaching, by ID (daemon.find)
-	keys      []string                 // the keys sessions gave it
-	setup     *aggregator.ProcessSetup // what the sessions set up on it together, and their turns
-	eraSeen   era.Era                  // what a session's handshake found (settled)
+	users     map[string]int              // the sessions attached or attaching, by ID (daemon.find)
+	keys      []string                    // the keys sessions gave it
+	sessions  *aggregator.ProcessSessions // what its sessions do on it together, in the core: its setup, its listen, their turns, where its messages go
+	eraSeen   era.Era                     // what a session's handshake found (settled)
 	eraKnown  bool
 	decided   chan struct{} // closed once a session's handshake settled its era, or no session will (detach, abandon, exit)
 	decide    sync.Once
@@ -127,7 +112,7 @@ func (r *request) jsonID() jsonrpc.ID {
 
 func newProc(d *daemon, w want) *proc {
 	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, users: map[string]int{}, decided: make(chan struct{})}
-	p.setup = aggregator.NewProcessSetup(func(parts ...[]byte) { p.conn.Send(nil, parts...) }, d.log.With("server", w.key))
+	p.sessions = aggregator.NewProcessSessions(func(parts ...[]byte) { p.conn.Send(nil, parts...) }, d.log.With("server", w.key))
 	return p
 }
 
@@ -151,7 +136,7 @@ func (p *proc) add(a *Attachment) (string, bool) {
 	}
 	a.served = true
 	p.atts = append(p.atts, a)
-	p.setup.Join(a)
+	p.sessions.Join(a)
 	if !slices.Contains(p.keys, a.key) {
 		p.keys = append(p.keys, a.key)
 	}
@@ -320,7 +305,7 @@ func (p *proc) request(a *Attachment, r *request) {
 	}
 	// As the session wrote it: the session's table is the record of it, and the turns of
 	// the requests during which a legacy server may ask are the session's core's
-	// (aggregator.ProcessSetup), which wrote it once its turn came.
+	// (aggregator.ProcessSessions), which wrote it once its turn came.
 	p.conn.SendHeld(nil, r.line)
 }
 
@@ -403,10 +388,10 @@ func (p *proc) clientAnswer(line []byte) {
 	p.conn.Send(nil, withNewline(line))
 }
 
-// readChild takes what the server writes, until its output ends, and hands each session its
-// own. While more of the server's messages are buffered, what the sessions write to their
-// clients for them is held, and written once none is (stdio.Burst), as an unshared session's
-// reader of the server does.
+// readChild takes what the server writes, until its output ends, and has the process's setup
+// hand each session its own (aggregator.ProcessSessions.Route). While more of the server's
+// messages are buffered, what the sessions write to their clients for them is held, and
+// written once none is (stdio.Burst), as an unshared session's reader of the server does.
 func (p *proc) readChild() {
 	for {
 		msg, err := p.conn.Read()
@@ -415,24 +400,10 @@ func (p *proc) readChild() {
 			continue // the sessions' aggregators would drop it too; it never reaches them
 		}
 		if err != nil {
-			p.more = false
-			p.flush()
+			p.sessions.Flush()
 			break
 		}
-		p.more = p.conn.More()
-		switch m := msg.(type) {
-		case *jsonrpc.Response:
-			p.answer(m)
-		case *jsonrpc.Request:
-			if m.IsCall() {
-				p.serverRequest(m)
-			} else {
-				p.serverNotification(m)
-			}
-		}
-		if !p.more {
-			p.flush()
-		}
+		p.sessions.Route(msg, p.conn.More())
 	}
 	desc := "closed its standard output"
 	select {
@@ -447,173 +418,8 @@ func (p *proc) readChild() {
 	p.exit(desc)
 }
 
-// hand gives a the message msg of the server's, from readChild: in its burst while more of the
-// server's messages are buffered.
-func (p *proc) hand(a *Attachment, msg jsonrpc.Message) {
-	if p.more && !slices.Contains(p.bursting, a) {
-		p.bursting = append(p.bursting, a)
-	}
-	a.deliver(msg, p.more)
-}
-
-// flush ends the burst of every attachment handed a message during readChild's burst.
-func (p *proc) flush() {
-	for i, a := range p.bursting {
-		a.flush()
-		p.bursting[i] = nil
-	}
-	p.bursting = p.bursting[:0]
-}
-
-// answer passes the server's answer to the session whose request it is.
-func (p *proc) answer(m *jsonrpc.Response) {
-	did, _ := m.ID.Raw().(string)
-	p.mu.Lock()
-	to := p.ofSpace(did) // its session's table has it
-	p.mu.Unlock()
-	if to != nil {
-		p.hand(to, m)
-	} else {
-		p.setup.Answered(did, m.Result, stdio.ErrorJSON(m.Error)) // the setup's own (its initialize, its listen), or dropped
-	}
-}
-
-// serverRequest passes a request of the server's to the session whose request it serves; a
-// ping is answered here (hop by hop). Nothing on the wire of the legacy era ties a server's
-// request to the request it serves (the modern era asks inside the answer, which goes back
-// under its request's ID): it goes to the session of the task it names
-// (io.modelcontextprotocol/related-task), else to the session of the request that asks
-// (aggregator.ProcessSetup.Asker, the turns), else, asked outside any request, to the first
-// session attached: never to one
-// that does not have it. A request that could be any of several sessions' is answered with an
-// error, never guessed. The session's table records it; its answer is the session's.
-func (p *proc) serverRequest(m *jsonrpc.Request) {
-	id := stdio.IDJSON(m.ID)
-	if m.Method == "ping" {
-		p.conn.Send(nil, stdio.Response(id, json.RawMessage(`{}`), nil)...)
-		return
-	}
-	to, why := p.taskOwner(relatedTask(m.Params)), ""
-	if to == nil {
-		to, why = p.route()
-	}
-	if to == nil {
-		p.conn.Send(nil, stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: "+why+"; the request came through mcp-simple-aggregator's shared process"))...)
-		return
-	}
-	p.hand(to, &jsonrpc.Request{ID: m.ID, Method: m.Method, Params: m.Params})
-}
-
-// route picks the session a server's request that names no task of a session's goes to
-// (serverRequest), or says why none.
-func (p *proc) route() (*Attachment, string) {
-	if f, why := p.setup.Asker(); f != nil || why != "" {
-		a, _ := f.(*Attachment) // the setup's members are the sessions' attachments
-		return a, why
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.atts) > 0 {
-		return p.atts[0], ""
-	}
-	return nil, "no session uses the server"
-}
-
-// relatedTask is the task a server's request is about (its _meta's
-// io.modelcontextprotocol/related-task); "" when none.
-func relatedTask(params json.RawMessage) string {
-	ms, me, ok := rawjson.Member(params, "_meta")
-	if !ok {
-		return ""
-	}
-	ts, te, ok := rawjson.Member(params[ms:me], metaRelatedTask)
-	if !ok {
-		return ""
-	}
-	task, _ := rawjson.StringMember(params[ms+ts:ms+te], "taskId")
-	return task
-}
-
-// taskOwner is the session attached whose table holds the task id of the server's (the
-// session whose request created it); nil when none's, or for "". Each session is asked
-// without p.mu held: its answer takes its table's lock.
-func (p *proc) taskOwner(id string) *Attachment {
-	if id == "" {
-		return nil
-	}
-	p.mu.Lock()
-	atts := slices.Clone(p.atts)
-	p.mu.Unlock()
-	for _, a := range atts {
-		if a.ownsTask(id) {
-			return a
-		}
-	}
-	return nil
-}
-
-// ofSpace is the session attached whose ID space id (an ID or a progress token) is of; nil
-// when none's. Callers hold p.mu.
-func (p *proc) ofSpace(id string) *Attachment {
-	for _, a := range p.atts {
-		if strings.HasPrefix(id, a.space) {
-			return a
-		}
-	}
-	return nil
-}
-
-// metaRelatedTask is the _meta key of a message about a task (2025-11-25: "Metadata for
-// associating messages with a task").
-const metaRelatedTask = "io.modelcontextprotocol/related-task"
-
-// serverNotification passes a notification of the server's to the sessions it is for.
-func (p *proc) serverNotification(m *jsonrpc.Request) {
-	params := m.Params
-	if m.Method == "notifications/tasks/status" {
-		if a := p.taskOwner(stringParam(params, "taskId")); a != nil {
-			p.hand(a, &jsonrpc.Request{Method: m.Method, Params: params})
-		}
-		return
-	}
-	p.mu.Lock()
-	var to []*Attachment
-	switch {
-	case m.Method == "notifications/progress":
-		if ts, te, ok := rawjson.Member(params, "progressToken"); ok {
-			tok, _ := rawjson.Decode(params[ts:te])
-			if a := p.ofSpace(tok); a != nil {
-				to = []*Attachment{a}
-			}
-		}
-	case hasTag(params):
-		// A modern server's listen: its setup's, for every session (aggregator.ProcessSetup);
-		// each session whose listen asks for it gets it untagged.
-		rawID, rest, _ := era.Untag(params)
-		did, _ := rawjson.Decode(rawID)
-		p.mu.Unlock()
-		for _, f := range p.setup.ListenNotification(did, m.Method, rest) { // the sessions' Fed: attachments
-			if a, ok := f.(*Attachment); ok {
-				p.hand(a, &jsonrpc.Request{Method: m.Method, Params: rest})
-			}
-		}
-		return
-	default:
-		// List changes, and what else it announces: every session has the server. The
-		// cancellation of a request of the server's too: the table of the session that was
-		// asked has it, the others' drop it; and a log message and a resource's update, which
-		// each session's core takes at its own level, or when its client subscribed
-		// (aggregator.ProcessSetup).
-		to = slices.Clone(p.atts)
-	}
-	p.mu.Unlock()
-	for _, a := range to {
-		p.hand(a, &jsonrpc.Request{Method: m.Method, Params: params})
-	}
-}
-
 // detach ends a session's use of the process: what it set up and its turns are released
-// (aggregator.ProcessSetup.Leave), and the process is kept for the linger when no session is
+// (aggregator.ProcessSessions.Leave), and the process is kept for the linger when no session is
 // left. The session cancelled its requests at the server, and answered the server's requests
 // to it, from its table (aggregator's endCalls, and notTaken for those that came after).
 func (p *proc) detach(a *Attachment) {
@@ -637,7 +443,7 @@ func (p *proc) detach(a *Attachment) {
 	if unsettled {
 		p.decide.Do(func() { close(p.decided) })
 	}
-	p.setup.Leave(a)
+	p.sessions.Leave(a)
 	if empty {
 		p.d.log.Info("no session uses the server: it is kept for the linger", "pid", p.child.PID(), "linger", p.d.linger)
 	}
@@ -682,7 +488,7 @@ func (p *proc) exit(desc string) {
 		a.exit(desc)
 		a.end()
 	}
-	p.setup.Ended()
+	p.sessions.Ended()
 	p.conn.Close()
 	p.d.gone(p)
 }
@@ -706,15 +512,4 @@ func (p *proc) status() ServerStatus {
 		st.Era = p.eraSeen.String()
 	}
 	return st
-}
-
-// hasTag reports whether a notification's params carry a listen's tag.
-func hasTag(params json.RawMessage) bool {
-	ms, me, ok := rawjson.Member(params, "_meta")
-	return ok && rawjson.Has(params[ms:me], era.MetaSubscriptionID)
-}
-
-func stringParam(params json.RawMessage, key string) string {
-	v, _ := rawjson.StringMember(params, key)
-	return v
 }

@@ -121,7 +121,7 @@ func TestMuxRequestAfterEnd(t *testing.T) {
 	var raw any
 	_ = json.Unmarshal(req.ID, &raw)
 	id, _ := jsonrpc.MakeID(raw)
-	p1.a.deliver(&jsonrpc.Request{ID: id, Method: req.Method}, false) // as the reader would, routed before the end
+	p1.a.Deliver(&jsonrpc.Request{ID: id, Method: req.Method}, false) // as the reader would, routed before the end
 	waitFor(t, "the server's question answered", func() bool {
 		return strings.Contains(p2.stderr.String(), `fixture: the question `+string(req.ID)+` was answered with the error {"code":-32603,"message":"Internal error: the session that was asked stopped using the server`)
 	})

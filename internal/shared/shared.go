@@ -20,7 +20,7 @@
 // session that has the server); list changes go to every session, resource updates to the
 // sessions subscribed, log messages to each session at its own level (each session's core
 // filters them, and merges what they set up on the process, with the handshake done once:
-// aggregator.ProcessSetup). A process no session uses
+// aggregator.ProcessSessions). A process no session uses
 // is stopped after the linger, and the shared process exits once it has no session and no
 // process; stop ends it at once.
 //

@@ -1,0 +1,237 @@
+package aggregator
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
+)
+
+// Where a shared process's messages go. The process's one reader (the shared process's
+// multiplexer reads the server once for every session) hands each message to the setup
+// (Route), which hands it to the sessions it is for, so that no session sees another's:
+//
+//	an answer                  to the session of its ID's space alone (each session numbers
+//	                           its requests in a space of its own: Options.IDSpace), whose
+//	                           table has it; one of no session's space is the setup's own
+//	                           (Answered: its initialize, its listen, its setLevel)
+//	progress                   to the session of its token's space
+//	a server's request         to the session of the task it names (the session's table
+//	                           says: Member.OwnsTask), else to the session whose request it
+//	                           serves (the turns: Asker), else to the first session that
+//	                           joined; ping is answered here (hop by hop)
+//	a listen's notification    to the sessions whose listens ask for it, untagged
+//	                           (ListenNotification)
+//	a task's status            to the session whose table owns the task
+//	anything else              to every session: list changes; a log message and a resource's
+//	                           update, which each session's core takes at its own level, or
+//	                           when its client subscribed (serverLog, serverResourceUpdated);
+//	                           the cancellation of a server's request, which the table of
+//	                           the session that was asked has, and the others drop
+//
+// A process of the session's own is read by the session itself (readServer), whose every
+// message is its own.
+
+// A Member is a session's handle on a shared process as the process's reader sees it (a
+// shared process's attachment, which is the session's Fed): the setup hands it the server's
+// messages for its session.
+type Member interface {
+	// Space is the session's ID space: its requests' IDs and progress tokens begin with it.
+	Space() string
+	// OwnsTask reports whether a request of the session's created the server's task id.
+	OwnsTask(id string) bool
+	// Deliver hands the session a message of the server's; more says that another follows at
+	// once, and Flush ends such a burst (the session writes what it held for its client).
+	Deliver(msg jsonrpc.Message, more bool)
+	Flush()
+}
+
+// Route hands a message of the server's, read by the process's one reader, to the sessions it
+// is for (above); more says that another of the server's messages follows at once: what the
+// sessions write to their clients for the messages of such a burst is held, and written once
+// the last is routed (or Flush is called), as an unshared session's reader of the server does.
+// Its calls come one at a time.
+func (ps *ProcessSessions) Route(msg jsonrpc.Message, more bool) {
+	ps.more = more
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		ps.answer(m)
+	case *jsonrpc.Request:
+		if m.IsCall() {
+			ps.serverRequest(m)
+		} else {
+			ps.serverNotification(m)
+		}
+	}
+	if !more {
+		ps.Flush()
+	}
+}
+
+// Flush ends the burst of every session handed a message during the reader's burst.
+func (ps *ProcessSessions) Flush() {
+	for i, m := range ps.bursting {
+		m.Flush()
+		ps.bursting[i] = nil
+	}
+	ps.bursting = ps.bursting[:0]
+}
+
+// hand gives m the message msg of the server's: in its burst while more of the server's
+// messages follow.
+func (ps *ProcessSessions) hand(m Member, msg jsonrpc.Message) {
+	if ps.more && !slices.Contains(ps.bursting, m) {
+		ps.bursting = append(ps.bursting, m)
+	}
+	m.Deliver(msg, ps.more)
+}
+
+// answer passes the server's answer to the session whose request it is, by its ID's space; one
+// of no session's space is the setup's own, or dropped.
+func (ps *ProcessSessions) answer(m *jsonrpc.Response) {
+	id, _ := m.ID.Raw().(string)
+	if to := ps.ofSpace(id); to != nil {
+		ps.hand(to, m)
+		return
+	}
+	ps.Answered(id, m.Result, stdio.ErrorJSON(m.Error))
+}
+
+// serverRequest passes a request of the server's to the session whose request it serves; a
+// ping is answered here. Nothing on the wire of the legacy era ties a server's request to the
+// request it serves (the modern era asks inside the answer, which goes back under its
+// request's ID): it goes to the session of the task it names
+// (io.modelcontextprotocol/related-task), else to the session of the request that asks (the
+// turns: Asker), else, asked outside any request, to the first session that joined: never to
+// one that does not have the server. A request that could be any of several sessions' is
+// answered with an error, never guessed. The session's table records it; its answer is the
+// session's.
+func (ps *ProcessSessions) serverRequest(m *jsonrpc.Request) {
+	id := stdio.IDJSON(m.ID)
+	if m.Method == "ping" {
+		ps.write(stdio.Response(id, json.RawMessage(`{}`), nil)...)
+		return
+	}
+	to, why := ps.taskOwner(relatedTask(m.Params)), ""
+	if to == nil {
+		to, why = ps.asked()
+	}
+	if to == nil {
+		ps.write(stdio.Response(id, nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil, "Internal error: "+why+"; the request came through mcp-simple-aggregator's shared process"))...)
+		return
+	}
+	ps.hand(to, &jsonrpc.Request{ID: m.ID, Method: m.Method, Params: m.Params})
+}
+
+// asked is the session a server's request that names no task of a session's goes to
+// (serverRequest), or why none.
+func (ps *ProcessSessions) asked() (Member, string) {
+	if f, why := ps.Asker(); f != nil || why != "" {
+		m, _ := f.(Member)
+		return m, why
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(ps.routes) > 0 {
+		return ps.routes[0], ""
+	}
+	return nil, "no session uses the server"
+}
+
+// serverNotification passes a notification of the server's to the sessions it is for.
+func (ps *ProcessSessions) serverNotification(m *jsonrpc.Request) {
+	params := m.Params
+	var to []Member
+	switch {
+	case m.Method == "notifications/tasks/status":
+		task, _ := rawjson.StringMember(params, "taskId")
+		if owner := ps.taskOwner(task); owner != nil {
+			to = []Member{owner}
+		}
+	case m.Method == "notifications/progress":
+		if ts, te, ok := rawjson.Member(params, "progressToken"); ok {
+			tok, _ := rawjson.Decode(params[ts:te])
+			if owner := ps.ofSpace(tok); owner != nil {
+				to = []Member{owner}
+			}
+		}
+	case hasTag(params):
+		// A modern server's listen: the setup's, for every session (processlisten.go); each
+		// session whose listen asks for it gets it untagged.
+		rawID, rest, _ := era.Untag(params)
+		id, _ := rawjson.Decode(rawID)
+		for _, f := range ps.ListenNotification(id, m.Method, rest) {
+			if member, ok := f.(Member); ok {
+				to = append(to, member)
+			}
+		}
+		params = rest
+	default:
+		ps.mu.Lock()
+		to = slices.Clone(ps.routes)
+		ps.mu.Unlock()
+	}
+	for _, member := range to {
+		ps.hand(member, &jsonrpc.Request{Method: m.Method, Params: params})
+	}
+}
+
+// ofSpace is the session whose ID space id (an ID or a progress token) is of; nil when none's.
+func (ps *ProcessSessions) ofSpace(id string) Member {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, m := range ps.routes {
+		if strings.HasPrefix(id, m.Space()) {
+			return m
+		}
+	}
+	return nil
+}
+
+// taskOwner is the session whose table holds the task id of the server's (the session whose
+// request created it); nil when none's, or for "". Each session is asked without ps.mu held:
+// its answer takes its table's lock.
+func (ps *ProcessSessions) taskOwner(id string) Member {
+	if id == "" {
+		return nil
+	}
+	ps.mu.Lock()
+	routes := slices.Clone(ps.routes)
+	ps.mu.Unlock()
+	for _, m := range routes {
+		if m.OwnsTask(id) {
+			return m
+		}
+	}
+	return nil
+}
+
+// relatedTask is the task a server's request is about (its _meta's
+// io.modelcontextprotocol/related-task); "" when none.
+func relatedTask(params json.RawMessage) string {
+	ms, me, ok := rawjson.Member(params, "_meta")
+	if !ok {
+		return ""
+	}
+	ts, te, ok := rawjson.Member(params[ms:me], metaRelatedTask)
+	if !ok {
+		return ""
+	}
+	task, _ := rawjson.StringMember(params[ms+ts:ms+te], "taskId")
+	return task
+}
+
+// metaRelatedTask is the _meta key of a message about a task (2025-11-25: "Metadata for
+// associating messages with a task").
+const metaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// hasTag reports whether a notification's params carry a listen's tag.
+func hasTag(params json.RawMessage) bool {
+	ms, me, ok := rawjson.Member(params, "_meta")
+	return ok && rawjson.Has(params[ms:me], era.MetaSubscriptionID)
+}
