@@ -73,8 +73,8 @@ type ProcessSessions struct {
 	bursting  []Member
 	atServer  map[*turn]bool
 	queue     []*turn
-	askers    map[string]bool
-	suspects  map[string]bool
+	askers    map[askKey]bool
+	suspects  map[askKey]bool
 	questions uint64
 	asking    map[any]int
 }
@@ -107,7 +107,7 @@ type resourceSubs struct {
 func NewProcessSessions(write func(parts ...[]byte), log *slog.Logger) *ProcessSessions {
 	return &ProcessSessions{write: write, log: log, members: map[any]*memberSetup{}, subs: map[string]*resourceSubs{},
 		listeners: map[any]*listener{}, byID: map[string]*setupListen{}, reopen: make(chan struct{}, 1),
-		atServer: map[*turn]bool{}, askers: map[string]bool{}, suspects: map[string]bool{}, asking: map[any]int{}}
+		atServer: map[*turn]bool{}, askers: map[askKey]bool{}, suspects: map[askKey]bool{}, asking: map[any]int{}}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a

@@ -115,7 +115,7 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	if ps, f := s.turnsOf(c.method); ps != nil {
 		// Written now, or once its session's turn comes (turns.go), by whoever ends the turn
 		// before it: not held for its client's burst then.
-		if !ps.takeTurn(f, c, askKey(c.method, slices.Concat(params...)), func() { s.conn.Send(onErr, msg...) }) {
+		if !ps.takeTurn(f, c, func() { s.conn.Send(onErr, msg...) }) {
 			return addOK
 		}
 	}

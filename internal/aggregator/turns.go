@@ -1,12 +1,10 @@
 package aggregator
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
@@ -36,29 +34,35 @@ type turn struct {
 	ps        *ProcessSessions
 	member    any
 	id        string // its ID at the server
-	key       string // what it is known to ask by: its method and tool or prompt name (askKey)
+	key       askKey // what it is known to ask by
 	asks      bool   // it is of the requests known to ask, and counted in ps.asking
 	questions uint64 // ps.questions when it was sent
 	send      func() // writes it while it waits for its session's turn; nil once it went
 	over      bool   // answered, cancelled or given up (end)
 }
 
-// askKey is what a request is known to ask by (turns): its method and tool or prompt name;
-// "" for a request during which a server cannot ask (era.InputMethods).
-func askKey(method string, params json.RawMessage) string {
-	if !era.InputMethods[method] {
-		return ""
+// askKey is what a request during which a server may ask (era.InputMethods) is known to ask
+// by: its method and the server's name of its tool or prompt (a resources/read is one,
+// whatever its resource).
+type askKey struct{ method, name string }
+
+func (k askKey) String() string { return k.method + " " + k.name }
+
+// keyOf is what c, a request during which its server may ask, is known to ask by: its subject
+// is the server's name of its tool or prompt (callNamed), or a resource's URI.
+func keyOf(c *call) askKey {
+	if c.method == "resources/read" {
+		return askKey{method: c.method}
 	}
-	name, _ := rawjson.StringMember(params, "name")
-	return method + " " + name
+	return askKey{c.method, c.subject}
 }
 
 // takeTurn takes c, a request of the session of f to the process during which the server may
-// ask (key: askKey), in the table and about to be written: it reports whether it goes now (the
-// caller writes it), or waits for its session's turn, when whoever ends the turn before it
-// writes it with send. The turn ends with c's answer, or with its end without one
-// (c.unanswered).
-func (ps *ProcessSessions) takeTurn(f any, c *call, key string, send func()) bool {
+// ask, in the table and about to be written: it reports whether it goes now (the caller writes
+// it), or waits for its session's turn, when whoever ends the turn before it writes it with
+// send. The turn ends with c's answer, or with its end without one (c.unanswered).
+func (ps *ProcessSessions) takeTurn(f any, c *call, send func()) bool {
+	key := keyOf(c)
 	ps.mu.Lock()
 	if ps.members[f] == nil {
 		ps.mu.Unlock()
@@ -79,7 +83,7 @@ func (ps *ProcessSessions) takeTurn(f any, c *call, key string, send func()) boo
 
 // waits reports whether a request of the session of f known to ask by key waits for the
 // session's turn. Callers hold ps.mu.
-func (ps *ProcessSessions) waits(f any, key string) bool {
+func (ps *ProcessSessions) waits(f any, key askKey) bool {
 	if !ps.askers[key] {
 		return false
 	}
@@ -225,7 +229,7 @@ func (ps *ProcessSessions) Asker() (any, string) {
 			ps.suspects[t.key] = true
 		}
 		if !ps.askers[t.key] {
-			ps.log.Info("the server asks its client during requests of this kind, or may: they take turns between sessions", "request", t.key)
+			ps.log.Info("the server asks its client during requests of this kind, or may: they take turns between sessions", "request", t.key.String())
 			ps.askers[t.key] = true
 		}
 		if !t.asks {

@@ -1,25 +1,21 @@
 package aggregator
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// What a request is known to ask by: its method and name, for the requests a server can ask
-// during (a resources/read is one, whatever its resource).
+// What a request is known to ask by: its method and the server's name of its tool or prompt,
+// for the requests a server can ask during (a resources/read is one, whatever its resource).
 func TestAskKey(t *testing.T) {
-	for _, c := range []struct{ method, params, want string }{
-		{"tools/call", `{"name":"ask","arguments":{"name":"other"}}`, "tools/call ask"},
-		{"prompts/get", `{"name":"greet"}`, "prompts/get greet"},
-		{"resources/read", `{"uri":"fixture://static/a"}`, "resources/read "},
-		{"tools/list", `{}`, ""},
-		{"completion/complete", `{"name":"x"}`, ""},
-		{"initialize", `{}`, ""},
+	for _, c := range []struct{ method, subject, want string }{
+		{"tools/call", "ask", "tools/call ask"},
+		{"prompts/get", "greet", "prompts/get greet"},
+		{"resources/read", "fixture://static/a", "resources/read "},
 	} {
-		if got := askKey(c.method, json.RawMessage(c.params)); got != c.want {
-			t.Errorf("askKey(%s, %s) = %q, want %q", c.method, c.params, got, c.want)
+		if got := keyOf(&call{method: c.method, subject: c.subject}).String(); got != c.want {
+			t.Errorf("keyOf(%s, %s) = %q, want %q", c.method, c.subject, got, c.want)
 		}
 	}
 }
@@ -28,8 +24,8 @@ func TestAskKey(t *testing.T) {
 type turnWire struct{ ids []string }
 
 func (s *turnWire) turn(ps *ProcessSessions, member string, id string) (*call, bool) {
-	c := &call{toID: id}
-	return c, ps.takeTurn(member, c, "tools/call ask", func() { s.ids = append(s.ids, id) })
+	c := &call{toID: id, method: "tools/call", subject: "ask"}
+	return c, ps.takeTurn(member, c, func() { s.ids = append(s.ids, id) })
 }
 
 // A session that leaves with a request known to ask at the server: the server has it
