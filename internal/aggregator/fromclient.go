@@ -298,8 +298,9 @@ func (se *session) badClientLine(bad *stdio.BadLineError) {
 }
 
 // clientCancelled takes the client's cancellation of one of its requests, at whatever stage it
-// is: sent, the server gets it under the ID it saw; held for a server that is not serving, it
-// is never sent; asking the client for input, the input requests are cancelled at the client;
+// is: sent, the server gets it under the ID it saw (unless the request waits for its turn at a
+// shared legacy process, turns.go, and never reached it); held for a server that is not
+// serving, it is never sent; asking the client for input, the input requests are cancelled at the client;
 // a subscriptions/listen stream, it is closed. A cancellation of no request of ours goes to
 // the SDK's session.
 func (se *session) clientCancelled(m *jsonrpc.Request) bool {
@@ -315,6 +316,7 @@ func (se *session) clientCancelled(m *jsonrpc.Request) bool {
 	switch {
 	case c.stage == held:
 		se.a.log.Debug("the client cancelled a call held for its server: it is not sent", "method", c.method, "server", c.key)
+		c.unanswered() // one whose write failed (unwritten) may have set up or taken a turn
 	case c.stage == asking:
 		c.chain.stop()
 	case c.stage == fanning:
@@ -322,9 +324,7 @@ func (se *session) clientCancelled(m *jsonrpc.Request) bool {
 	case c.stream != nil:
 		se.unlisten(c)
 	case c.to != nil:
-		if !c.withdrawn() { // a request waiting for its turn never reached the server (turns.go)
-			c.to.conn.Send(nil, stdio.Cancelled(c.toID, reason)...)
-		}
+		c.cancelAtServer(func() { c.to.conn.Send(nil, stdio.Cancelled(c.toID, reason)...) })
 		c.unanswered() // the client does not count on it
 	}
 	return true

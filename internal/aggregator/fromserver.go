@@ -165,7 +165,7 @@ func (a *Aggregator) complete(c *call, s *server, result, errObj json.RawMessage
 		c.setupAnswered(errObj == nil) // processsetup.go
 	}
 	if c.turn != nil {
-		c.turn.end() // turns.go
+		c.turn.end(nil) // turns.go
 	}
 	if c.task && errObj == nil {
 		a.inflight.setTask(era.TaskID(result), s, true)

@@ -213,9 +213,12 @@ func (ps *ProcessSessions) Leave(f any) {
 	if ps.levelAt == 0 {
 		level = ps.relevel()
 	}
-	turns := ps.leaveTurns(f)
+	cancels, next := ps.leaveTurns(f)
 	ps.mu.Unlock()
-	sendAll(turns)
+	for _, id := range cancels {
+		ps.write(stdio.Cancelled(id, SessionGone)...)
+	}
+	sendAll(next)
 	if level > 0 {
 		ps.request("logging/setLevel", levelParams(level))
 	}

@@ -534,8 +534,8 @@ func (a *Aggregator) endCalls(s *server, errFor func(*call) json.RawMessage, rea
 	tell := s.goesOn()
 	for _, c := range a.inflight.sweep(s) {
 		if c.to == s {
-			if tell && c.stage == sent && !c.withdrawn() {
-				s.conn.Send(nil, stdio.Cancelled(c.toID, SessionGone)...)
+			if tell && c.stage == sent {
+				c.cancelAtServer(func() { s.conn.Send(nil, stdio.Cancelled(c.toID, SessionGone)...) })
 			}
 			a.failWith(c, errFor(c))
 			continue

@@ -165,6 +165,9 @@ func (t *table) attribute(s *server) *call {
 		if c.to != s || c.own() || c.from != nil || c.req == nil || c.stage != sent || !era.InputMethods[c.method] {
 			continue
 		}
+		if c.turn != nil && !c.turn.sent.Load() {
+			continue // waiting for its turn (turns.go): not at the server
+		}
 		if best == nil || before(c, best) {
 			best = c
 		}

@@ -96,7 +96,10 @@ func (se *session) inputRequest(s *server, m *jsonrpc.Request) {
 				"Internal error: the client did not declare what %s needs in this request; the request came through mcp-simple-aggregator", m.Method))...)
 		}
 		if se.a.inflight.take(c) {
-			s.conn.Send(nil, stdio.Cancelled(c.toID, "the client cannot give the input the server asked for")...)
+			c.cancelAtServer(func() {
+				s.conn.Send(nil, stdio.Cancelled(c.toID, "the client cannot give the input the server asked for")...)
+			})
+			c.unanswered()
 			se.answerClient(c.fromID, nil, errObj)
 		}
 		return
@@ -281,7 +284,10 @@ func (se *session) expire(sus *suspension) {
 		return // a -32042's URL elicitations, or parked requests: nothing is in flight for them
 	}
 	if se.a.inflight.take(c) {
-		c.to.conn.Send(nil, stdio.Cancelled(c.toID, "the client did not give the input asked for in time")...)
+		c.cancelAtServer(func() {
+			c.to.conn.Send(nil, stdio.Cancelled(c.toID, "the client did not give the input asked for in time")...)
+		})
+		c.unanswered()
 	}
 	c.to.log.Debug("input asked for expired", "method", c.method, "requests", len(asked))
 }

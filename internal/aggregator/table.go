@@ -117,7 +117,7 @@ func (c *call) unanswered() {
 		c.setupAnswered(false)
 	}
 	if c.turn != nil {
-		c.turn.end()
+		c.turn.end(nil)
 	}
 }
 

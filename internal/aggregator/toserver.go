@@ -78,6 +78,9 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	if c.req != nil && a.opts.IdleStop > 0 {
 		s.lastUse.Store(time.Now().UnixNano())
 	}
+	if ps, f := s.turnsOf(c.method); ps != nil {
+		c.turn = ps.newTurn(f, c) // before the table has c, where a cancellation finds it
+	}
 	newToken, res := a.inflight.add(c, token)
 	if res != addOK {
 		if c.own() {
@@ -110,12 +113,13 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 			a.fail(c, "cannot be written to ("+err.Error()+")")
 			return
 		}
+		c.unanswered() // it never reached the server: what it set up or its turn is taken back
 		a.unwritten(c, err)
 	}
-	if ps, f := s.turnsOf(c.method); ps != nil {
+	if c.turn != nil {
 		// Written now, or once its session's turn comes (turns.go), by whoever ends the turn
 		// before it: not held for its client's burst then.
-		if !ps.takeTurn(f, c, func() { s.conn.Send(onErr, msg...) }) {
+		if !c.turn.ps.takeTurn(c.turn, c, func() { s.conn.Send(onErr, msg...) }) {
 			return addOK
 		}
 	}
@@ -290,16 +294,13 @@ func (q *asked) wait(ctx context.Context) (result, errObj json.RawMessage, err e
 		return nil, nil, errClosed
 	case <-ctx.Done():
 		if q.a.inflight.take(q.c) {
-			unsent := q.c.withdrawn()
-			q.c.unanswered()
 			reason := "mcp-simple-aggregator gave up waiting"
 			var why cancelReason
 			if errors.As(context.Cause(ctx), &why) {
 				reason = string(why)
 			}
-			if !unsent {
-				q.s.conn.Send(nil, stdio.Cancelled(q.c.toID, reason)...)
-			}
+			q.c.cancelAtServer(func() { q.s.conn.Send(nil, stdio.Cancelled(q.c.toID, reason)...) })
+			q.c.unanswered()
 		}
 		return nil, nil, ctx.Err()
 	}

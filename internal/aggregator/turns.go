@@ -3,9 +3,9 @@ package aggregator
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
-	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // Turns. A legacy server's request for input (elicitation, sampling, roots) does not name the
@@ -28,17 +28,22 @@ import (
 // an error instead of guessed.
 
 // turn is a session's request to a shared legacy process during which the server may ask its
-// client (era.InputMethods), at the server or waiting for its session's turn to go. Its
-// fields are guarded by the setup's lock.
+// client (era.InputMethods): made before the table has the call (newTurn, so that whoever
+// finds the call there finds its turn), then at the server or waiting for its session's turn
+// to go. Its fields are guarded by the setup's lock, but sent, which the table reads.
 type turn struct {
 	ps        *ProcessSessions
 	member    any
-	id        string // its ID at the server
 	key       askKey // what it is known to ask by
+	id        string // its ID at the server, once the table had it
 	asks      bool   // it is of the requests known to ask, and counted in ps.asking
-	questions uint64 // ps.questions when it was sent
-	send      func() // writes it while it waits for its session's turn; nil once it went
+	questions uint64 // ps.questions when it went
+	queued    bool   // it waits for its session's turn, in ps.queue
+	write     func() // writes it once its turn came (takeTurn)
 	over      bool   // answered, cancelled or given up (end)
+	// sent says it is written to the server, or being written: a cancellation of it is to
+	// be sent, and a question of the server's may be its (table.attribute).
+	sent atomic.Bool
 }
 
 // askKey is what a request during which a server may ask (era.InputMethods) is known to ask
@@ -57,28 +62,35 @@ func keyOf(c *call) askKey {
 	return askKey{c.method, c.subject}
 }
 
-// takeTurn takes c, a request of the session of f to the process during which the server may
-// ask, in the table and about to be written: it reports whether it goes now (the caller writes
-// it), or waits for its session's turn, when whoever ends the turn before it writes it with
-// send. The turn ends with c's answer, or with its end without one (c.unanswered).
-func (ps *ProcessSessions) takeTurn(f any, c *call, send func()) bool {
-	key := keyOf(c)
+// newTurn is the turn of c, a request of the session of f to the process during which the
+// server may ask, before the table has it.
+func (ps *ProcessSessions) newTurn(f any, c *call) *turn {
+	return &turn{ps: ps, member: f, key: keyOf(c)}
+}
+
+// takeTurn takes t, the turn of c, in the table now and about to be written: it reports
+// whether it goes now (the caller writes it), or not: it waits for its session's turn, and
+// whoever ends the turn before it writes it with write; or it ended already (cancelled or given
+// up meanwhile). The turn ends with c's answer, or with its end without one (c.unanswered,
+// c.cancelAtServer).
+func (ps *ProcessSessions) takeTurn(t *turn, c *call, write func()) bool {
 	ps.mu.Lock()
-	if ps.members[f] == nil {
-		ps.mu.Unlock()
+	defer ps.mu.Unlock()
+	t.id = c.toID
+	switch {
+	case t.over:
+		return false
+	case ps.members[t.member] == nil:
+		t.sent.Store(true)
 		return true // its session's use of the process ended: the process drops it
+	case ps.waits(t.member, t.key):
+		t.write, t.queued = write, true
+		ps.queue = append(ps.queue, t)
+		return false
 	}
-	t := &turn{ps: ps, member: f, id: c.toID, key: key}
-	c.turn = t
-	if !ps.waits(f, key) {
-		ps.began(t)
-		ps.mu.Unlock()
-		return true
-	}
-	t.send = send
-	ps.queue = append(ps.queue, t)
-	ps.mu.Unlock()
-	return false
+	ps.began(t)
+	t.sent.Store(true)
+	return true
 }
 
 // waits reports whether a request of the session of f known to ask by key waits for the
@@ -98,9 +110,8 @@ func (ps *ProcessSessions) waits(f any, key askKey) bool {
 	return false
 }
 
-// began notes that t is sent to the server. Callers hold ps.mu.
+// began notes that t goes to the server. Callers hold ps.mu.
 func (ps *ProcessSessions) began(t *turn) {
-	t.send = nil
 	t.questions = ps.questions
 	ps.atServer[t] = true
 	if ps.askers[t.key] {
@@ -110,30 +121,35 @@ func (ps *ProcessSessions) began(t *turn) {
 }
 
 // end notes that t's request was answered, cancelled or given up: one suspected of asking
-// that asked nothing is not suspected any more, and the requests whose turn comes then go. It
-// reports whether the request never reached the server (it waited for its turn): no
-// cancellation of it is to be sent.
-func (t *turn) end() (unsent bool) {
+// that asked nothing is not suspected any more, and the requests whose turn comes then go,
+// after cancel (the cancellation of t's request at the server, nil for none), which is called
+// only when the request reached the server (or is being written to it). A request that waited
+// for its turn, or that its turn came to but was not written yet, never reaches it.
+func (t *turn) end(cancel func()) {
 	ps := t.ps
 	ps.mu.Lock()
 	if t.over {
 		ps.mu.Unlock()
-		return false
+		return
 	}
 	t.over = true
-	if t.send != nil {
-		unsent = true
+	switch {
+	case t.queued:
+		t.queued = false
 		ps.queue = slices.DeleteFunc(ps.queue, func(q *turn) bool { return q == t })
-	} else {
+	case ps.atServer[t]:
 		ps.ended(t)
 	}
+	reached := t.sent.Load()
 	next := ps.next()
 	ps.mu.Unlock()
+	if reached && cancel != nil {
+		cancel()
+	}
 	sendAll(next)
-	return unsent
 }
 
-// ended takes t, sent, out of what is at the server. Callers hold ps.mu.
+// ended takes t out of what is at the server. Callers hold ps.mu.
 func (ps *ProcessSessions) ended(t *turn) {
 	delete(ps.atServer, t)
 	if t.asks {
@@ -148,43 +164,51 @@ func (ps *ProcessSessions) ended(t *turn) {
 	}
 }
 
-// next takes from the queue the requests whose turn has come, as sent: when no session's
-// requests known to ask are at the server, those of the session first in the queue, in
-// order. Callers hold ps.mu; what it returns is sent with sendAll once it is released.
-func (ps *ProcessSessions) next() []func() {
+// next takes from the queue the requests whose turn has come: when no session's requests
+// known to ask are at the server, those of the session first in the queue, in order. Callers
+// hold ps.mu; what it returns is written with sendAll once it is released.
+func (ps *ProcessSessions) next() []*turn {
 	if len(ps.asking) > 0 || len(ps.queue) == 0 {
 		return nil
 	}
 	f := ps.queue[0].member
-	var sends []func()
+	var turns []*turn
 	ps.queue = slices.DeleteFunc(ps.queue, func(t *turn) bool {
 		if t.member != f {
 			return false
 		}
-		sends = append(sends, t.send)
+		t.queued = false
+		turns = append(turns, t)
 		ps.began(t) // its session's turn from now: another session's request queues behind it
 		return true
 	})
-	return sends
+	return turns
 }
 
-// sendAll writes the requests next took from the queue.
-func sendAll(sends []func()) {
-	for _, send := range sends {
-		send()
+// sendAll writes the requests next took from the queue, but those that ended meanwhile.
+func sendAll(turns []*turn) {
+	for _, t := range turns {
+		t.ps.mu.Lock()
+		goes := !t.over
+		if goes {
+			t.sent.Store(true)
+		}
+		t.ps.mu.Unlock()
+		if goes {
+			t.write()
+		}
 	}
 }
 
 // leaveTurns takes the requests of the session of f out of the turns, as it leaves: those at
 // the server still (none, unless one left the session's table without its answer and without
 // a word to the setup) are cancelled there, so that no question of a request nobody waits for
-// is taken for another session's; the requests whose turn comes then go. Callers hold ps.mu;
-// what it returns is done once it is released.
-func (ps *ProcessSessions) leaveTurns(f any) []func() {
-	var do []func()
+// is taken for another session's. Callers hold ps.mu; it returns the cancellations to write
+// and the requests whose turn comes then, for once it is released.
+func (ps *ProcessSessions) leaveTurns(f any) (cancels []string, next []*turn) {
 	ps.queue = slices.DeleteFunc(ps.queue, func(t *turn) bool {
 		if t.member == f {
-			t.over = true
+			t.over, t.queued = true, false
 			return true
 		}
 		return false
@@ -193,10 +217,13 @@ func (ps *ProcessSessions) leaveTurns(f any) []func() {
 		if t.member == f {
 			t.over = true
 			ps.ended(t)
-			do = append(do, func() { ps.write(stdio.Cancelled(t.id, SessionGone)...) })
+			if t.sent.Load() {
+				cancels = append(cancels, t.id)
+			}
 		}
 	}
-	return append(do, ps.next()...)
+	slices.Sort(cancels)
+	return cancels, ps.next()
 }
 
 // Asker is the member whose request a server's request for input serves (it names no task of
@@ -256,9 +283,13 @@ func (s *server) turnsOf(method string) (*ProcessSessions, Fed) {
 	return s.processSetup()
 }
 
-// withdrawn ends the turn of c, a request to a shared legacy process that is cancelled or
-// given up, and reports whether c never reached the server (it waited for its turn): no
-// cancellation of it is to be sent.
-func (c *call) withdrawn() bool {
-	return c.turn != nil && c.turn.end()
+// cancelAtServer sends the cancellation of c, a request to a server, with cancel, unless its
+// turn kept it from the server (turns.go: it never reached it), and ends its turn (then, so that
+// the next session's requests follow the cancellation).
+func (c *call) cancelAtServer(cancel func()) {
+	if c.turn == nil {
+		cancel()
+		return
+	}
+	c.turn.end(cancel)
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // What a request is known to ask by: its method and the server's name of its tool or prompt,
@@ -20,12 +22,19 @@ func TestAskKey(t *testing.T) {
 	}
 }
 
-// turnWire records the requests whose turn came, by ID.
-type turnWire struct{ ids []string }
+// turnWire records the requests whose turn came, by ID, and the cancellations sent.
+type turnWire struct{ ids, cancelled []string }
 
 func (s *turnWire) turn(ps *ProcessSessions, member string, id string) (*call, bool) {
 	c := &call{toID: id, method: "tools/call", subject: "ask"}
-	return c, ps.takeTurn(member, c, func() { s.ids = append(s.ids, id) })
+	c.turn = ps.newTurn(member, c)
+	return c, ps.takeTurn(c.turn, c, func() { s.ids = append(s.ids, id) })
+}
+
+// cancel cancels c at the server as the session does.
+func (s *turnWire) cancel(c *call) {
+	c.cancelAtServer(func() { s.cancelled = append(s.cancelled, c.toID) })
+	c.unanswered()
 }
 
 // A session that leaves with a request known to ask at the server: the server has it
@@ -38,7 +47,7 @@ func TestTurnsLeave(t *testing.T) {
 	if who, why := ps.Asker(); who != "A" || why != "" {
 		t.Fatalf("the asker of a question during A's call alone: %v (%s)", who, why)
 	}
-	first.turn.end() // answered: "tools/call ask" is known to ask from now on
+	first.turn.end(nil) // answered: "tools/call ask" is known to ask from now on
 	if _, now := s.turn(ps, "A", "a-2"); !now {
 		t.Fatal("A's call waited with nothing at the server")
 	}
@@ -56,7 +65,7 @@ func TestTurnsLeave(t *testing.T) {
 		t.Errorf("sent once A left: %q, want B's call", s.ids)
 	}
 	got := w.wrote()
-	if len(got) != 2 || !strings.Contains(got[0]+got[1], `"requestId":"a-2"`) || !strings.Contains(got[0]+got[1], `"requestId":"a-3"`) {
+	if len(got) != 2 || !strings.Contains(got[0], `"requestId":"a-2"`) || !strings.Contains(got[1], `"requestId":"a-3"`) {
 		t.Errorf("the setup wrote %q, want the cancellations of A's calls at the server", got)
 	}
 	if who, _ := ps.Asker(); who != "B" {
@@ -64,24 +73,77 @@ func TestTurnsLeave(t *testing.T) {
 	}
 }
 
-// A call cancelled while it waits for its turn never reaches the server; one cancelled at the
-// server ends its turn.
-func TestTurnsWithdrawn(t *testing.T) {
+// A call cancelled while it waits for its turn never reaches the server, nor does its
+// cancellation; one cancelled at the server is cancelled there, before the next session's
+// requests go.
+func TestTurnsCancelled(t *testing.T) {
 	ps, _ := newTestSetup("A", "B")
 	var s turnWire
 	first, _ := s.turn(ps, "A", "a-1")
 	ps.Asker()
-	first.turn.end()
+	first.turn.end(nil)
 	held, _ := s.turn(ps, "A", "a-2")
 	waiting, _ := s.turn(ps, "B", "b-1")
 	s.turn(ps, "B", "b-2")
-	if !waiting.withdrawn() {
-		t.Error("B's waiting call was not withdrawn")
+	s.cancel(waiting)
+	if len(s.cancelled) != 0 {
+		t.Errorf("cancelled at the server: %q, want nothing of B's waiting call", s.cancelled)
 	}
-	if held.withdrawn() { // cancelled at the server: its turn ends
-		t.Error("A's call at the server was withdrawn")
+	var sentBefore []string
+	held.cancelAtServer(func() {
+		sentBefore = slices.Clone(s.ids)
+		s.cancelled = append(s.cancelled, held.toID)
+	})
+	held.unanswered()
+	if !slices.Equal(s.cancelled, []string{"a-2"}) || len(sentBefore) != 0 || !slices.Equal(s.ids, []string{"b-2"}) {
+		t.Errorf("cancelled %q after %q was sent, then sent %q: want A's call cancelled, then B's other call sent", s.cancelled, sentBefore, s.ids)
 	}
-	if !slices.Equal(s.ids, []string{"b-2"}) {
-		t.Errorf("sent once A's call ended: %q, want B's other call", s.ids)
+	if who, _ := ps.Asker(); who != "B" {
+		t.Errorf("the asker after: %v, want B", who)
+	}
+}
+
+// A call cancelled before its turn was taken (the table had it, the turn not yet) is neither
+// written nor cancelled at the server, and holds up no other session.
+func TestTurnsEndedBeforeTaken(t *testing.T) {
+	ps, _ := newTestSetup("A", "B")
+	var s turnWire
+	c := &call{toID: "a-1", method: "tools/call", subject: "ask"}
+	c.turn = ps.newTurn("A", c)
+	s.cancel(c)
+	if ps.takeTurn(c.turn, c, func() { s.ids = append(s.ids, "a-1") }) || len(s.ids) != 0 || len(s.cancelled) != 0 {
+		t.Errorf("a call ended before its turn was taken: went now, or written %q, or cancelled %q", s.ids, s.cancelled)
+	}
+	if _, now := s.turn(ps, "B", "b-1"); !now {
+		t.Error("B's call waited for A's ended one")
+	}
+}
+
+// A question of a legacy server's is attributed to a modern client's request at the server,
+// suspended or not, never to one that waits for its turn there (suspend.go, table.attribute).
+func TestTurnsAttributeSkipsWaiting(t *testing.T) {
+	ps, _ := newTestSetup("A", "B")
+	tb := newTable("")
+	s := testServer("a")
+	var w turnWire
+	req := &jsonrpc.Request{ID: id(float64(1)), Method: "tools/call"}
+	add := func(member string) *call {
+		c := &call{fromID: id(float64(len(tb.byTo) + 1)), to: s, req: req, method: "tools/call", subject: "ask"}
+		c.turn = ps.newTurn(member, c)
+		if _, res := tb.add(c, nil); res != addOK {
+			t.Fatal("the table did not take the call")
+		}
+		ps.takeTurn(c.turn, c, func() { w.ids = append(w.ids, c.toID) })
+		return c
+	}
+	first := add("B")
+	ps.Asker()
+	first.turn.end(nil) // answered: "tools/call ask" is known to ask
+	tb.take(first)
+	atServer := add("B")
+	atServer.suspended = &suspension{} // its question waits for its client's retry
+	waiting := add("A")                // waits for B's turn to end
+	if got := tb.attribute(s); got != atServer {
+		t.Errorf("attributed to %v, want B's call at the server (A's waits: %v)", got, got == waiting)
 	}
 }
