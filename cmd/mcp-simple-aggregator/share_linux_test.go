@@ -810,6 +810,41 @@ func TestFaultShareTurnsKnownBeforeItAsks(t *testing.T) {
 	endShared(t, dir, tag, s1.peer, s2.peer)
 }
 
+// A modern client's request whose question its client cannot take (the request's envelope
+// declares no elicitation) is cancelled at the shared legacy server, and its turn ends with it:
+// another session's call of the same tool, known to ask now, goes at once.
+func TestFaultShareModernTurnEnds(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	env := func(caps string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `,"io.modelcontextprotocol/clientInfo":{"name":"turns","version":"1"}}`
+	}
+	var sessions []*peer
+	for range 2 {
+		s := startPeer(t, aggBinary, "--config", path, "--share", "--linger", "1s")
+		if m := s.call("tools/list", `{`+env(`{"elicitation":{}}`)+`}`); m.Error != nil {
+			t.Fatalf("tools/list: %s", m.Line)
+		}
+		sessions = append(sessions, s)
+	}
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d server processes for two sessions, want 1", n)
+	}
+	const ask = `"name":"a:ask","arguments":{"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object"}}}`
+	if m := sessions[0].call("tools/call", `{`+env(`{}`)+`,`+ask+`}`); m.Error == nil || !strings.Contains(string(m.Error), "elicitation") {
+		t.Errorf("a call whose client cannot take the question: %s", m.Line)
+	}
+	var got struct {
+		ResultType string `json:"resultType"`
+	}
+	m := sessions[1].call("tools/call", `{`+env(`{"elicitation":{}}`)+`,`+ask+`}`)
+	if json.Unmarshal(m.Result, &got) != nil || got.ResultType != "input_required" {
+		t.Errorf("the other session's call: %s, want input_required", m.Line)
+	}
+	endShared(t, dir, tag, sessions...)
+}
+
 // A session that ends with work at a server another session uses: the server has the
 // session's call cancelled and its question to the session's client answered with an error,
 // by the session itself (its in-flight table is the only record of either), and the other
