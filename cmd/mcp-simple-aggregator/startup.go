@@ -92,7 +92,7 @@ func begin(f *configFlags, env *environment, partial bool) (s *startup, ok bool)
 		// with ctx.
 		s.ctx = env.ctx
 		s.opts.Env, s.opts.Dir = h.Env, h.Dir
-		sess := h.Session(log)
+		sess := h.Session(log, s.opts.MaxMessageSize)
 		s.opts.Start = func(spec child.Spec, client json.RawMessage, stderr io.Writer) (aggregator.Process, error) {
 			a, err := sess.Start(spec, client, stderr)
 			if err != nil {

@@ -120,6 +120,13 @@ func (f *serverFeed) Message(msg jsonrpc.Message, more bool) {
 // Flush writes what the messages of a burst held.
 func (f *serverFeed) Flush() { f.s.conn.EndBurst() }
 
+// BadLine takes a line of the server's that the process's reader could not read.
+func (f *serverFeed) BadLine(bad *stdio.BadLineError) {
+	if !f.ended {
+		f.a.serverBadLine(f.s, bad)
+	}
+}
+
 // OwnsTask reports whether a request of the session's created the server's task id (a
 // tasks/list names the tasks of every session of a shared server).
 func (f *serverFeed) OwnsTask(id string) bool { return f.a.inflight.madeBy(id, f.s) }

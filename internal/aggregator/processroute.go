@@ -49,6 +49,8 @@ type Member interface {
 	// once, and Flush ends such a burst (the session writes what it held for its client).
 	Deliver(msg jsonrpc.Message, more bool)
 	Flush()
+	// BadLine hands the session a line of the server's that the reader could not read.
+	BadLine(bad *stdio.BadLineError)
 }
 
 // Route hands a message of the server's, read by the process's one reader, to the sessions it
@@ -71,6 +73,45 @@ func (ps *ProcessSessions) Route(msg jsonrpc.Message, more bool) {
 	if !more {
 		ps.Flush()
 	}
+}
+
+// RouteBadLine takes a line of the server's that the process's reader could not read, as
+// Route takes a message: one too large to read that answers a session's request goes to that
+// session, whose request is answered with an error in its place (it would wait for good, and
+// a turn with it), and any other to every session, each of which says so in its log, as
+// unshared (serverBadLine).
+func (ps *ProcessSessions) RouteBadLine(bad *stdio.BadLineError, more bool) {
+	var to []Member
+	if id, ok := stdio.TooLargeID(bad); ok {
+		sid, _ := id.Raw().(string)
+		if m := ps.ofSpace(sid); m != nil {
+			to = []Member{m}
+		}
+	}
+	if to == nil {
+		ps.mu.Lock()
+		to = slices.Clone(ps.routes)
+		ps.mu.Unlock()
+	}
+	for _, m := range to {
+		m.BadLine(bad)
+	}
+	if !more {
+		ps.Flush()
+	}
+}
+
+// Unroute makes the process's messages go to f no more: its session stops using the process
+// (Leave follows, and releases what it set up).
+func (ps *ProcessSessions) Unroute(f any) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.unroute(f)
+}
+
+// unroute is Unroute for callers that hold ps.mu.
+func (ps *ProcessSessions) unroute(f any) {
+	ps.routes = slices.DeleteFunc(ps.routes, func(m Member) bool { return m == f })
 }
 
 // Flush ends the burst of every session handed a message during the reader's burst.

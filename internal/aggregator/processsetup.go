@@ -77,6 +77,9 @@ type ProcessSessions struct {
 	suspects  map[askKey]bool
 	questions uint64
 	asking    map[any]int
+	// cancelling counts the cancellations of the sessions' requests on their way to the
+	// server: no request goes before them (turns.go).
+	cancelling int
 }
 
 // initCall is the process's initialize.
@@ -197,7 +200,7 @@ func (ps *ProcessSessions) Leave(f any) {
 		return
 	}
 	delete(ps.members, f)
-	ps.routes = slices.DeleteFunc(ps.routes, func(m Member) bool { return m == f })
+	ps.unroute(f)
 	delete(ps.listeners, f) // the open listen asks for at least as much: it costs the server nothing
 	var tell []string       // the URIs to unsubscribe from
 	for uri, rs := range ps.subs {

@@ -171,6 +171,9 @@ type Feed interface {
 	// OwnsTask reports whether the task id of the server's is the session's: a request of the
 	// session's created it (table.madeBy).
 	OwnsTask(id string) bool
+	// BadLine takes a line of the server's that is not a message the reader could read (one
+	// too large, or not JSON-RPC), as readServer takes it (serverBadLine).
+	BadLine(bad *stdio.BadLineError)
 }
 
 // Starter starts the process of a server: spec says what to run, client is the initialize the

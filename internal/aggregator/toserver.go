@@ -79,6 +79,9 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 		s.lastUse.Store(time.Now().UnixNano())
 	}
 	if ps, f := s.turnsOf(c.method); ps != nil {
+		if c.turn != nil {
+			c.turn.end(nil) // sent again: the turn of its first sending is over
+		}
 		c.turn = ps.newTurn(f, c) // before the table has c, where a cancellation finds it
 	}
 	newToken, res := a.inflight.add(c, token)
@@ -122,6 +125,9 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 		if !c.turn.ps.takeTurn(c.turn, c, func() { s.conn.Send(onErr, msg...) }) {
 			return addOK
 		}
+		send(onErr, msg...)
+		c.turn.wrote()
+		return addOK
 	}
 	send(onErr, msg...)
 	return addOK

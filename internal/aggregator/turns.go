@@ -41,6 +41,10 @@ type turn struct {
 	queued    bool   // it waits for its session's turn, in ps.queue
 	write     func() // writes it once its turn came (takeTurn)
 	over      bool   // answered, cancelled or given up (end)
+	// writing says it is being written (takeTurn, sendAll, until wrote); cancel is its
+	// cancellation, when it ended meanwhile: sent once the write is done (wrote).
+	writing bool
+	cancel  func()
 	// sent says it is written to the server, or being written: a cancellation of it is to
 	// be sent, and a question of the server's may be its (table.attribute).
 	sent atomic.Bool
@@ -69,10 +73,10 @@ func (ps *ProcessSessions) newTurn(f any, c *call) *turn {
 }
 
 // takeTurn takes t, the turn of c, in the table now and about to be written: it reports
-// whether it goes now (the caller writes it), or not: it waits for its session's turn, and
-// whoever ends the turn before it writes it with write; or it ended already (cancelled or given
-// up meanwhile). The turn ends with c's answer, or with its end without one (c.unanswered,
-// c.cancelAtServer).
+// whether it goes now (the caller writes it, and then says so: wrote), or not: it waits for its
+// session's turn, and whoever ends the turn before it writes it with write; or it ended already
+// (cancelled or given up meanwhile). The turn ends with c's answer, or with its end without one
+// (c.unanswered, c.cancelAtServer).
 func (ps *ProcessSessions) takeTurn(t *turn, c *call, write func()) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -81,6 +85,7 @@ func (ps *ProcessSessions) takeTurn(t *turn, c *call, write func()) bool {
 	case t.over:
 		return false
 	case ps.members[t.member] == nil:
+		t.writing = true
 		t.sent.Store(true)
 		return true // its session's use of the process ended: the process drops it
 	case ps.waits(t.member, t.key):
@@ -89,8 +94,23 @@ func (ps *ProcessSessions) takeTurn(t *turn, c *call, write func()) bool {
 		return false
 	}
 	ps.began(t)
+	t.writing = true
 	t.sent.Store(true)
 	return true
+}
+
+// wrote says that t's request was written (takeTurn, sendAll): a cancellation of it that came
+// meanwhile is sent now, after it.
+func (t *turn) wrote() {
+	ps := t.ps
+	ps.mu.Lock()
+	t.writing = false
+	cancel := t.cancel
+	t.cancel = nil
+	ps.mu.Unlock()
+	if cancel != nil {
+		ps.cancelled(cancel)
+	}
 }
 
 // waits reports whether a request of the session of f known to ask by key waits for the
@@ -122,9 +142,10 @@ func (ps *ProcessSessions) began(t *turn) {
 
 // end notes that t's request was answered, cancelled or given up: one suspected of asking
 // that asked nothing is not suspected any more, and the requests whose turn comes then go,
-// after cancel (the cancellation of t's request at the server, nil for none), which is called
-// only when the request reached the server (or is being written to it). A request that waited
-// for its turn, or that its turn came to but was not written yet, never reaches it.
+// after cancel (the cancellation of t's request at the server, nil for none), which is sent
+// only when the request reached the server, after it (a request being written is cancelled
+// once it is written: wrote). A request that waited for its turn, or that its turn came to
+// but was not written yet, never reaches it.
 func (t *turn) end(cancel func()) {
 	ps := t.ps
 	ps.mu.Lock()
@@ -140,12 +161,30 @@ func (t *turn) end(cancel func()) {
 	case ps.atServer[t]:
 		ps.ended(t)
 	}
-	reached := t.sent.Load()
+	if cancel != nil && t.sent.Load() {
+		ps.cancelling++ // no request goes before it (next)
+		if t.writing {
+			t.cancel = cancel
+			ps.mu.Unlock()
+			return
+		}
+		ps.mu.Unlock()
+		ps.cancelled(cancel)
+		return
+	}
 	next := ps.next()
 	ps.mu.Unlock()
-	if reached && cancel != nil {
-		cancel()
-	}
+	sendAll(next)
+}
+
+// cancelled sends the cancellation cancel of a turn's request (end counted it), and then the
+// requests whose turn came meanwhile.
+func (ps *ProcessSessions) cancelled(cancel func()) {
+	cancel()
+	ps.mu.Lock()
+	ps.cancelling--
+	next := ps.next()
+	ps.mu.Unlock()
 	sendAll(next)
 }
 
@@ -165,10 +204,11 @@ func (ps *ProcessSessions) ended(t *turn) {
 }
 
 // next takes from the queue the requests whose turn has come: when no session's requests
-// known to ask are at the server, those of the session first in the queue, in order. Callers
-// hold ps.mu; what it returns is written with sendAll once it is released.
+// known to ask are at the server and no cancellation of one is on its way there, those of the
+// session first in the queue, in order. Callers hold ps.mu; what it returns is written with
+// sendAll once it is released.
 func (ps *ProcessSessions) next() []*turn {
-	if len(ps.asking) > 0 || len(ps.queue) == 0 {
+	if len(ps.asking) > 0 || ps.cancelling > 0 || len(ps.queue) == 0 {
 		return nil
 	}
 	f := ps.queue[0].member
@@ -191,11 +231,13 @@ func sendAll(turns []*turn) {
 		t.ps.mu.Lock()
 		goes := !t.over
 		if goes {
+			t.writing = true
 			t.sent.Store(true)
 		}
 		t.ps.mu.Unlock()
 		if goes {
 			t.write()
+			t.wrote()
 		}
 	}
 }

@@ -28,7 +28,11 @@ type turnWire struct{ ids, cancelled []string }
 func (s *turnWire) turn(ps *ProcessSessions, member string, id string) (*call, bool) {
 	c := &call{toID: id, method: "tools/call", subject: "ask"}
 	c.turn = ps.newTurn(member, c)
-	return c, ps.takeTurn(c.turn, c, func() { s.ids = append(s.ids, id) })
+	now := ps.takeTurn(c.turn, c, func() { s.ids = append(s.ids, id) })
+	if now {
+		c.turn.wrote() // as sendToServer does once it wrote it
+	}
+	return c, now
 }
 
 // cancel cancels c at the server as the session does.
@@ -145,5 +149,33 @@ func TestTurnsAttributeSkipsWaiting(t *testing.T) {
 	waiting := add("A")                // waits for B's turn to end
 	if got := tb.attribute(s); got != atServer {
 		t.Errorf("attributed to %v, want B's call at the server (A's waits: %v)", got, got == waiting)
+	}
+}
+
+// A call cancelled while it is being written is cancelled at the server once it is written,
+// and the next session's requests go after that cancellation.
+func TestTurnsCancelledWhileWritten(t *testing.T) {
+	ps, _ := newTestSetup("A", "B")
+	var s turnWire
+	first, _ := s.turn(ps, "A", "a-1")
+	ps.Asker()
+	first.turn.end(nil)
+	c := &call{toID: "a-2", method: "tools/call", subject: "ask"}
+	c.turn = ps.newTurn("A", c)
+	if !ps.takeTurn(c.turn, c, nil) {
+		t.Fatal("A's call waited with nothing at the server")
+	} // being written: the caller has not said it wrote it yet
+	if _, now := s.turn(ps, "B", "b-1"); now {
+		t.Fatal("B's call went during A's")
+	}
+	var order []string
+	c.cancelAtServer(func() { order = append(order, "cancel a-2 after "+strings.Join(s.ids, ",")) })
+	c.unanswered()
+	if len(order) != 0 || len(s.ids) != 0 {
+		t.Fatalf("before A's call was written: cancelled %q, sent %q", order, s.ids)
+	}
+	c.turn.wrote()
+	if !slices.Equal(order, []string{"cancel a-2 after "}) || !slices.Equal(s.ids, []string{"b-1"}) {
+		t.Errorf("once A's call was written: %q, then sent %q; want its cancellation, then B's call", order, s.ids)
 	}
 }

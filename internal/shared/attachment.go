@@ -73,6 +73,7 @@ type want struct {
 	client       json.RawMessage // the initialize the session's servers are told
 	seen         seen            // what its server would see (identity.go)
 	identity     string
+	maxMessage   int // the session's limit on one message, for a process it starts
 }
 
 // spec is what to run: a child.Spec, with the session's environment and directory (the
@@ -101,7 +102,7 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 		}
 		sp.Dir = dir
 	}
-	w := want{session: s.id, key: sp.Key, client: client,
+	w := want{session: s.id, key: sp.Key, client: client, maxMessage: s.opts.MaxMessageSize,
 		spec: spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir, OwnDir: ownDir}}
 	w.seen = seenBy(child.Spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir}, ownDir)
 	w.identity = w.seen.identity()
@@ -252,6 +253,15 @@ func (a *Attachment) handPosts() {
 			a.recv.Message(msg, false)
 		}
 		a.rmu.Unlock()
+	}
+}
+
+// BadLine hands the session a line of the server's that the multiplexer could not read.
+func (a *Attachment) BadLine(bad *stdio.BadLineError) {
+	a.rmu.Lock()
+	defer a.rmu.Unlock()
+	if a.recv != nil && !a.ended {
+		a.recv.BadLine(bad)
 	}
 }
 

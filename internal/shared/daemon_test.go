@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -191,7 +192,7 @@ func (d *testDaemon) session(t *testing.T, config string) *testSession {
 	waitFor(t, "the session hosted", func() bool {
 		h, ok := hostedSessions.Load(id)
 		if ok {
-			s.Session = h.(*Hosted).Session(nil)
+			s.Session = h.(*Hosted).Session(nil, 0)
 		}
 		return ok
 	})
@@ -310,6 +311,10 @@ func (p *peer) OwnsTask(id string) bool {
 }
 
 func (p *peer) End() { p.once.Do(func() { close(p.done) }) }
+
+// BadLine drops a line of the server's that the multiplexer could not read, as the aggregator
+// does once it warned of it.
+func (p *peer) BadLine(*stdio.BadLineError) {}
 
 // write writes a line to the server.
 func (p *peer) write(line string) {

@@ -58,8 +58,11 @@ type proc struct {
 	apart    string          // what kept it from the process of the same entry that ran when it started
 	client   json.RawMessage // the initialize it was started for
 	command  string
-	child    *child.Process
-	conn     *stdio.Conn
+	// maxMessage limits one message of the server's: the limit of the session that started
+	// it (--max-message-size), whose answers a larger one would have failed unshared.
+	maxMessage int
+	child      *child.Process
+	conn       *stdio.Conn
 	// burst holds the requests relayed to the server while a session's write that brought
 	// several is taken apart (input.Write): they reach the server in one write, as they left
 	// the client.
@@ -111,7 +114,7 @@ func (r *request) jsonID() jsonrpc.ID {
 }
 
 func newProc(d *daemon, w want) *proc {
-	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, users: map[string]int{}, decided: make(chan struct{})}
+	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, maxMessage: w.maxMessage, users: map[string]int{}, decided: make(chan struct{})}
 	p.sessions = aggregator.NewProcessSessions(func(parts ...[]byte) { p.conn.Send(nil, parts...) }, d.log.With("server", w.key))
 	return p
 }
@@ -119,7 +122,7 @@ func newProc(d *daemon, w want) *proc {
 // start begins reading the child's output.
 func (p *proc) start(c *child.Process) {
 	p.child = c
-	p.conn = stdio.New(c.Stdout, c.Stdin, &stdio.Options{HeldBy: &p.burst})
+	p.conn = stdio.New(c.Stdout, c.Stdin, &stdio.Options{HeldBy: &p.burst, MaxMessageSize: p.maxMessage})
 	go p.readChild()
 }
 
@@ -397,7 +400,8 @@ func (p *proc) readChild() {
 		msg, err := p.conn.Read()
 		var bad *stdio.BadLineError
 		if errors.As(err, &bad) {
-			continue // the sessions' aggregators would drop it too; it never reaches them
+			p.sessions.RouteBadLine(bad, p.conn.More())
+			continue
 		}
 		if err != nil {
 			p.sessions.Flush()
@@ -431,6 +435,7 @@ func (p *proc) detach(a *Attachment) {
 	}
 	a.served = false
 	p.atts = slices.Delete(p.atts, i, i+1)
+	p.sessions.Unroute(a) // nothing more of the server's goes to it, as it stops being served
 	if p.users[a.session]--; p.users[a.session] <= 0 {
 		delete(p.users, a.session)
 	}

@@ -34,6 +34,10 @@ type Options struct {
 	// Dir is the session's working directory, where a server without "cwd" runs; "" is this
 	// process's.
 	Dir string
+	// MaxMessageSize limits one message of a server's (--max-message-size; 0 means
+	// stdio.DefaultMaxMessageSize): the session that starts a server's process sets it for the
+	// process's reader.
+	MaxMessageSize int
 }
 
 // Session is one session's link to the shared process of its build: a forwarder's, or that of

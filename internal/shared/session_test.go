@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/child"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -129,9 +130,10 @@ func (r *recorder) Message(msg jsonrpc.Message, _ bool) {
 	defer r.mu.Unlock()
 	r.ids = append(r.ids, fmt.Sprint(msg.(*jsonrpc.Response).ID.Raw()))
 }
-func (r *recorder) Flush()               {}
-func (r *recorder) End()                 {}
-func (r *recorder) OwnsTask(string) bool { return false }
+func (r *recorder) Flush()                      {}
+func (r *recorder) End()                        {}
+func (r *recorder) OwnsTask(string) bool        { return false }
+func (r *recorder) BadLine(*stdio.BadLineError) {}
 
 // The multiplexer's own answers reach the session in the order they were posted.
 func TestAttachmentPostsInOrder(t *testing.T) {
