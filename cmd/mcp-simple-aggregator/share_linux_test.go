@@ -845,6 +845,33 @@ func TestFaultShareModernTurnEnds(t *testing.T) {
 	endShared(t, dir, tag, sessions...)
 }
 
+// A server's answer over --max-message-size fails its own request through a shared process as
+// unshared (the process reads its server with the limit of the session that started it), and
+// the session goes on; a line of the server's that is not a message is warned of in the
+// session's log, as unshared.
+func TestFaultShareServerLinesOverLimit(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"big": `+tagged(tag)+`, "ts": `+tagged(tag, "-id-last")+`, "noisy": `+tagged(tag, "-garbage")+`}}`)
+	s := shareSession(t, path, "--max-message-size", "1048576")
+	m := s.call("tools/call", `{"name":"big:big","arguments":{"bytes":2000000}}`)
+	if !strings.Contains(string(m.Error), `the answer of server \"big\" is larger than 1048576 bytes`) {
+		t.Errorf("too large an answer: %.300s", m.Line)
+	}
+	m = s.call("tools/call", `{"name":"ts:big","arguments":{"bytes":2000000}}`)
+	if !strings.Contains(string(m.Error), `the answer of server \"ts\" is larger than 1048576 bytes`) {
+		t.Errorf("too large an answer with its id last: %.300s", m.Line)
+	}
+	if m := s.call("tools/call", `{"name":"big:big","arguments":{"bytes":1000}}`); m.Error != nil {
+		t.Errorf("after answers over the limit: %s", m.Line)
+	}
+	if m := s.call("tools/call", `{"name":"noisy:echo","arguments":{"a":1}}`); m.Error != nil {
+		t.Errorf("a call through a noisy server: %s", m.Line)
+	}
+	waitSaid(t, s, "not a JSON-RPC message", 1)
+	endShared(t, dir, tag, s)
+}
+
 // A session that ends with work at a server another session uses: the server has the
 // session's call cancelled and its question to the session's client answered with an error,
 // by the session itself (its in-flight table is the only record of either), and the other
@@ -900,9 +927,8 @@ func TestFaultShareEraOnce(t *testing.T) {
 	if m := s1.call("tools/call", `{"name":"a:echo","arguments":{"n":1}}`); !strings.Contains(string(m.Result), `{"n":1}`) {
 		t.Fatalf("s1's call: %s", m.Line)
 	}
-	if log := s1.stderr.String(); !strings.Contains(log, "era: legacy (the shared process's process spoke it to a session before; not probed)") {
-		t.Errorf("s1's --debug log does not say why its server was not probed:\n%s", log)
-	}
+	// Its stderr is read beside its answers: the line may come after the answer.
+	waitSaid(t, s1, "era: legacy (the shared process's process spoke it to a session before; not probed)", 1)
 	if now := taggedProcs(tag); !slices.Equal(now, pids) {
 		t.Errorf("the server processes: %v, want %v as before s1", now, pids)
 	}
