@@ -122,9 +122,16 @@ func (f *serverFeed) Flush() { f.s.conn.EndBurst() }
 
 // BadLine takes a line of the server's that the process's reader could not read.
 func (f *serverFeed) BadLine(bad *stdio.BadLineError) {
-	if !f.ended {
-		f.a.serverBadLine(f.s, bad)
+	if f.ended {
+		return
 	}
+	defer func() {
+		if v := recover(); v != nil { // as in Message: the goroutine is the shared process's
+			f.a.contained("the handling of server "+strconv.Quote(f.s.key)+"'s messages", v)
+			f.End()
+		}
+	}()
+	f.a.serverBadLine(f.s, bad)
 }
 
 // OwnsTask reports whether a request of the session's created the server's task id (a

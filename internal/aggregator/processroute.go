@@ -81,24 +81,31 @@ func (ps *ProcessSessions) Route(msg jsonrpc.Message, more bool) {
 // a turn with it), and any other to every session, each of which says so in its log, as
 // unshared (serverBadLine).
 func (ps *ProcessSessions) RouteBadLine(bad *stdio.BadLineError, more bool) {
-	var to []Member
-	if id, ok := stdio.TooLargeID(bad); ok {
-		sid, _ := id.Raw().(string)
-		if m := ps.ofSpace(sid); m != nil {
-			to = []Member{m}
-		}
-	}
-	if to == nil {
-		ps.mu.Lock()
-		to = slices.Clone(ps.routes)
-		ps.mu.Unlock()
-	}
-	for _, m := range to {
+	for _, m := range ps.badLineTo(bad) {
 		m.BadLine(bad)
 	}
 	if !more {
 		ps.Flush()
 	}
+}
+
+// badLineTo is the sessions a line the reader could not read goes to (RouteBadLine); a too
+// large answer to a request of the setup's own (its initialize) goes to none: the setup's
+// request fails, as unshared, rather than being waited for.
+func (ps *ProcessSessions) badLineTo(bad *stdio.BadLineError) []Member {
+	if id, ok := stdio.TooLargeID(bad); ok {
+		sid, _ := id.Raw().(string)
+		if m := ps.ofSpace(sid); m != nil {
+			return []Member{m}
+		}
+		if strings.HasPrefix(sid, setupIDs) {
+			ps.Answered(sid, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the server's answer is larger than the shared process reads of one message (--max-message-size of the session that started it)"))
+			return nil
+		}
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return slices.Clone(ps.routes)
 }
 
 // Unroute makes the process's messages go to f no more: its session stops using the process

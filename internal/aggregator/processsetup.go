@@ -216,10 +216,10 @@ func (ps *ProcessSessions) Leave(f any) {
 	if ps.levelAt == 0 {
 		level = ps.relevel()
 	}
-	cancels, next := ps.leaveTurns(f)
+	cancel, next := ps.leaveTurns(f)
 	ps.mu.Unlock()
-	for _, id := range cancels {
-		ps.write(stdio.Cancelled(id, SessionGone)...)
+	if cancel != nil {
+		ps.cancelled(cancel)
 	}
 	sendAll(next)
 	if level > 0 {

@@ -125,8 +125,10 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 		if !c.turn.ps.takeTurn(c.turn, c, func() { s.conn.Send(onErr, msg...) }) {
 			return addOK
 		}
-		send(onErr, msg...)
-		c.turn.wrote()
+		func() {
+			defer c.turn.wrote() // whatever the write does: a cancellation waits for it
+			send(onErr, msg...)
+		}()
 		return addOK
 	}
 	send(onErr, msg...)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // Turns. A legacy server's request for input (elicitation, sampling, roots) does not name the
@@ -119,8 +120,8 @@ func (ps *ProcessSessions) waits(f any, key askKey) bool {
 	if !ps.askers[key] {
 		return false
 	}
-	if len(ps.queue) > 0 {
-		return true
+	if len(ps.queue) > 0 || ps.cancelling > 0 {
+		return true // behind those waiting, and behind a cancellation on its way (next)
 	}
 	for g := range ps.asking {
 		if g != f {
@@ -236,8 +237,10 @@ func sendAll(turns []*turn) {
 		}
 		t.ps.mu.Unlock()
 		if goes {
-			t.write()
-			t.wrote()
+			func() {
+				defer t.wrote() // whatever the write does: a cancellation waits for it
+				t.write()
+			}()
 		}
 	}
 }
@@ -245,9 +248,12 @@ func sendAll(turns []*turn) {
 // leaveTurns takes the requests of the session of f out of the turns, as it leaves: those at
 // the server still (none, unless one left the session's table without its answer and without
 // a word to the setup) are cancelled there, so that no question of a request nobody waits for
-// is taken for another session's. Callers hold ps.mu; it returns the cancellations to write
-// and the requests whose turn comes then, for once it is released.
-func (ps *ProcessSessions) leaveTurns(f any) (cancels []string, next []*turn) {
+// is taken for another session's (one being written once it is written, as end does). Callers
+// hold ps.mu; it returns what writes the other cancellations (nil for none; counted in
+// ps.cancelling, for ps.cancelled) and the requests whose turn comes then, for once it is
+// released.
+func (ps *ProcessSessions) leaveTurns(f any) (cancel func(), next []*turn) {
+	var cancels []string
 	ps.queue = slices.DeleteFunc(ps.queue, func(t *turn) bool {
 		if t.member == f {
 			t.over, t.queued = true, false
@@ -256,16 +262,30 @@ func (ps *ProcessSessions) leaveTurns(f any) (cancels []string, next []*turn) {
 		return false
 	})
 	for t := range ps.atServer {
-		if t.member == f {
-			t.over = true
-			ps.ended(t)
-			if t.sent.Load() {
-				cancels = append(cancels, t.id)
+		if t.member != f {
+			continue
+		}
+		t.over = true
+		ps.ended(t)
+		switch {
+		case t.writing: // cancelled once it is written (wrote), as end does
+			ps.cancelling++
+			id := t.id
+			t.cancel = func() { ps.write(stdio.Cancelled(id, SessionGone)...) }
+		case t.sent.Load():
+			cancels = append(cancels, t.id)
+		}
+	}
+	if len(cancels) > 0 {
+		slices.Sort(cancels)
+		ps.cancelling++
+		cancel = func() {
+			for _, id := range cancels {
+				ps.write(stdio.Cancelled(id, SessionGone)...)
 			}
 		}
 	}
-	slices.Sort(cancels)
-	return cancels, ps.next()
+	return cancel, ps.next()
 }
 
 // Asker is the member whose request a server's request for input serves (it names no task of

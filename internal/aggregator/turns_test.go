@@ -171,11 +171,37 @@ func TestTurnsCancelledWhileWritten(t *testing.T) {
 	var order []string
 	c.cancelAtServer(func() { order = append(order, "cancel a-2 after "+strings.Join(s.ids, ",")) })
 	c.unanswered()
+	if _, now := s.turn(ps, "B", "b-2"); now {
+		t.Error("B's new call went before A's cancellation")
+	}
 	if len(order) != 0 || len(s.ids) != 0 {
 		t.Fatalf("before A's call was written: cancelled %q, sent %q", order, s.ids)
 	}
 	c.turn.wrote()
-	if !slices.Equal(order, []string{"cancel a-2 after "}) || !slices.Equal(s.ids, []string{"b-1"}) {
-		t.Errorf("once A's call was written: %q, then sent %q; want its cancellation, then B's call", order, s.ids)
+	if !slices.Equal(order, []string{"cancel a-2 after "}) || !slices.Equal(s.ids, []string{"b-1", "b-2"}) {
+		t.Errorf("once A's call was written: %q, then sent %q; want its cancellation, then B's calls", order, s.ids)
+	}
+}
+
+// A request of a session's that comes while another session's cancellation waits for its
+// request's write waits for it too, though no request is at the server or waiting.
+func TestTurnsWaitForCancellation(t *testing.T) {
+	ps, _ := newTestSetup("A", "B")
+	var s turnWire
+	first, _ := s.turn(ps, "A", "a-1")
+	ps.Asker()
+	first.turn.end(nil)
+	c := &call{toID: "a-2", method: "tools/call", subject: "ask"}
+	c.turn = ps.newTurn("A", c)
+	ps.takeTurn(c.turn, c, nil) // being written
+	var order []string
+	c.cancelAtServer(func() { order = append(order, "cancel a-2") })
+	c.unanswered()
+	if _, now := s.turn(ps, "B", "b-1"); now {
+		t.Fatal("B's call went before A's cancellation was written")
+	}
+	c.turn.wrote()
+	if !slices.Equal(order, []string{"cancel a-2"}) || !slices.Equal(s.ids, []string{"b-1"}) {
+		t.Errorf("cancelled %q, sent %q: want A's cancellation, then B's call", order, s.ids)
 	}
 }
