@@ -35,6 +35,25 @@ func (s *turnWire) turn(ps *ProcessSessions, member string, id string) (*call, b
 	return c, now
 }
 
+// asked has A's call of "ask" asked alone and answered: the tool is known to ask from then on.
+func (s *turnWire) asked(ps *ProcessSessions) {
+	first, _ := s.turn(ps, "A", "a-1")
+	ps.Asker()
+	first.turn.end(nil)
+}
+
+// writing is A's call id whose turn came and that is being written (its writer has not said
+// it wrote it yet).
+func writing(t *testing.T, ps *ProcessSessions, id string) *call {
+	t.Helper()
+	c := &call{toID: id, method: "tools/call", subject: "ask"}
+	c.turn = ps.newTurn("A", c)
+	if !ps.takeTurn(c.turn, c, nil) {
+		t.Fatalf("A's call %s waited", id)
+	}
+	return c
+}
+
 // cancel cancels c at the server as the session does.
 func (s *turnWire) cancel(c *call) {
 	c.cancelAtServer(func() { s.cancelled = append(s.cancelled, c.toID) })
@@ -83,9 +102,7 @@ func TestTurnsLeave(t *testing.T) {
 func TestTurnsCancelled(t *testing.T) {
 	ps, _ := newTestSetup("A", "B")
 	var s turnWire
-	first, _ := s.turn(ps, "A", "a-1")
-	ps.Asker()
-	first.turn.end(nil)
+	s.asked(ps)
 	held, _ := s.turn(ps, "A", "a-2")
 	waiting, _ := s.turn(ps, "B", "b-1")
 	s.turn(ps, "B", "b-2")
@@ -157,14 +174,8 @@ func TestTurnsAttributeSkipsWaiting(t *testing.T) {
 func TestTurnsCancelledWhileWritten(t *testing.T) {
 	ps, _ := newTestSetup("A", "B")
 	var s turnWire
-	first, _ := s.turn(ps, "A", "a-1")
-	ps.Asker()
-	first.turn.end(nil)
-	c := &call{toID: "a-2", method: "tools/call", subject: "ask"}
-	c.turn = ps.newTurn("A", c)
-	if !ps.takeTurn(c.turn, c, nil) {
-		t.Fatal("A's call waited with nothing at the server")
-	} // being written: the caller has not said it wrote it yet
+	s.asked(ps)
+	c := writing(t, ps, "a-2")
 	if _, now := s.turn(ps, "B", "b-1"); now {
 		t.Fatal("B's call went during A's")
 	}
@@ -188,12 +199,8 @@ func TestTurnsCancelledWhileWritten(t *testing.T) {
 func TestTurnsWaitForCancellation(t *testing.T) {
 	ps, _ := newTestSetup("A", "B")
 	var s turnWire
-	first, _ := s.turn(ps, "A", "a-1")
-	ps.Asker()
-	first.turn.end(nil)
-	c := &call{toID: "a-2", method: "tools/call", subject: "ask"}
-	c.turn = ps.newTurn("A", c)
-	ps.takeTurn(c.turn, c, nil) // being written
+	s.asked(ps)
+	c := writing(t, ps, "a-2")
 	var order []string
 	c.cancelAtServer(func() { order = append(order, "cancel a-2") })
 	c.unanswered()
