@@ -440,21 +440,26 @@ func TestChildEnvironment(t *testing.T) {
 func TestMessageOverLimit(t *testing.T) {
 	agg := startAggregator(t, `{"mcpServers": {"big": {"command": "$FIXTURE"}, "ts": {"command": "$FIXTURE", "args": ["-id-last"]}}}`, "--max-message-size", "1048576")
 	agg.initialize("test")
-	m := agg.call("tools/call", `{"name":"big:big","arguments":{"bytes":2000000}}`)
-	if !strings.Contains(string(m.Error), `the answer of server \"big\" is larger than 1048576 bytes`) {
-		t.Errorf("too large an answer: %.300s", m.Line)
-	}
-	// A server that writes the id after the result (as the TypeScript SDK does).
-	m = agg.call("tools/call", `{"name":"ts:big","arguments":{"bytes":2000000}}`)
-	if !strings.Contains(string(m.Error), `the answer of server \"ts\" is larger than 1048576 bytes`) {
-		t.Errorf("too large an answer with its id last: %.300s", m.Line)
-	}
-	m = agg.call("tools/call", `{"name":"big:echo","arguments":{"text":"`+strings.Repeat("z", 2000000)+`"}}`)
+	answersOverLimit(t, agg)
+	m := agg.call("tools/call", `{"name":"big:echo","arguments":{"text":"`+strings.Repeat("z", 2000000)+`"}}`)
 	if !strings.Contains(string(m.Error), `"code":-32600`) || !strings.Contains(string(m.Error), "larger than 1048576 bytes") {
 		t.Errorf("too large a request: %.300s", m.Line)
 	}
 	if m := agg.call("tools/call", `{"name":"big:big","arguments":{"bytes":1000}}`); m.Error != nil {
 		t.Errorf("after messages over the limit: %s", m.Line)
+	}
+}
+
+// answersOverLimit has p's servers "big" and "ts" (which writes the id after the result, as the
+// TypeScript SDK does) answer over a --max-message-size of 1 MiB: each call fails with an error
+// that names its server.
+func answersOverLimit(t *testing.T, p *peer) {
+	t.Helper()
+	for _, key := range []string{"big", "ts"} {
+		m := p.call("tools/call", `{"name":"`+key+`:big","arguments":{"bytes":2000000}}`)
+		if !strings.Contains(string(m.Error), `the answer of server \"`+key+`\" is larger than 1048576 bytes`) {
+			t.Errorf("too large an answer of %s: %.300s", key, m.Line)
+		}
 	}
 }
 
