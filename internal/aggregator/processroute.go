@@ -208,18 +208,22 @@ func (ps *ProcessSessions) serverNotification(m *jsonrpc.Request) {
 				to = []Member{owner}
 			}
 		}
-	case hasTag(params):
+	default:
 		// A modern server's listen: the setup's, for every session (processlisten.go); each
 		// session whose listen asks for it gets it untagged.
-		rawID, rest, _ := era.Untag(params)
-		id, _ := rawjson.Decode(rawID)
-		for _, f := range ps.ListenNotification(id, m.Method, rest) {
-			if member, ok := f.(Member); ok {
-				to = append(to, member)
+		if rawID, rest, tagged := era.Untag(params); tagged {
+			id, _ := rawjson.Decode(rawID)
+			for _, f := range ps.ListenNotification(id, m.Method, rest) {
+				if member, ok := f.(Member); ok {
+					to = append(to, member)
+				}
 			}
+			params = rest
+			break
 		}
-		params = rest
-	default:
+		// Anything else to every session: list changes; a log message or a resource's
+		// update, which each session's core takes at its level or when its client subscribed;
+		// the cancellation of a server's request, which the table of the session asked has.
 		ps.mu.Lock()
 		to = slices.Clone(ps.routes)
 		ps.mu.Unlock()
@@ -277,9 +281,3 @@ func relatedTask(params json.RawMessage) string {
 // metaRelatedTask is the _meta key of a message about a task (2025-11-25: "Metadata for
 // associating messages with a task").
 const metaRelatedTask = "io.modelcontextprotocol/related-task"
-
-// hasTag reports whether a notification's params carry a listen's tag.
-func hasTag(params json.RawMessage) bool {
-	ms, me, ok := rawjson.Member(params, "_meta")
-	return ok && rawjson.Has(params[ms:me], era.MetaSubscriptionID)
-}
