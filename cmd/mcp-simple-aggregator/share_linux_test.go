@@ -801,12 +801,15 @@ func TestFaultShareTurnsKnownBeforeItAsks(t *testing.T) {
 
 	// s1's sleep is at the server: s2's waits for its turn, though the server has not asked.
 	s1.send("tools/call", `{"name":"a:sleep","arguments":{"ms":60000}}`)
+	sleepID = s1.lastID()
 	waitSaid(t, s1.peer, "[a] fixture: sleep of 60000 ms started", 2)
 	s2.send("tools/call", `{"name":"a:sleep","arguments":{"ms":60000}}`)
 	s2.writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + s2.lastID() + `}}`)
 	if after := s2.cancelledAtServer(); after != before {
 		t.Errorf("s2's sleep was at the server during s1's (%d cancellations there, %d before): it did not wait for its turn", after, before)
 	}
+	// Nothing in flight at the end: a session's end waits a while for its calls' answers.
+	s1.writeLine(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + sleepID + `}}`)
 	endShared(t, dir, tag, s1.peer, s2.peer)
 }
 
