@@ -199,12 +199,11 @@ func (se *session) readClient() {
 	defer se.a.contain("the reading of the client's messages") // first: before the input ends
 	for {
 		msg, err := se.client.Read()
-		var bad *stdio.BadLineError
-		if errors.As(err, &bad) {
-			se.badClientLine(bad)
-			continue
-		}
 		if err != nil {
+			if bad := stdio.BadLine(err); bad != nil {
+				se.badClientLine(bad)
+				continue
+			}
 			return
 		}
 		switch m := msg.(type) {

@@ -53,12 +53,11 @@ func (a *Aggregator) readServer(s *server) {
 	defer a.contain("the reading of server " + strconv.Quote(s.key) + "'s messages")
 	for {
 		msg, err := s.conn.Read()
-		var bad *stdio.BadLineError
-		if errors.As(err, &bad) {
-			a.serverBadLine(s, bad)
-			continue
-		}
 		if err != nil {
+			if bad := stdio.BadLine(err); bad != nil {
+				a.serverBadLine(s, bad)
+				continue
+			}
 			return
 		}
 		a.serverMessage(s, msg)

@@ -2,7 +2,6 @@ package shared
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -229,7 +228,7 @@ func (p *proc) modern() bool {
 // session wrote it.
 func (p *proc) fromSession(a *Attachment, line []byte) {
 	if r, ok := readRequest(line); ok {
-		p.request(a, r)
+		p.request(a, &r)
 		return
 	}
 	msg, err := stdio.Decode(line)
@@ -256,27 +255,28 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
 // string (as in every session's space); the request holds a copy of the line (the session's
-// buffer is its own).
-func readRequest(line []byte) (*request, bool) {
-	r := &request{}
+// buffer is its own). It is returned as a value, and its members found into variables of the
+// function's: a session's every request is read so.
+func readRequest(line []byte) (request, bool) {
+	var id, method string
 	var idOK, isCall bool
 	ps, pe := 0, 0
 	valid := rawjson.Object(line, func(k []byte, s, e int) bool {
 		switch string(k) {
 		case "id":
-			r.id, idOK = rawjson.Decode(line[s:e])
+			id, idOK = rawjson.Decode(line[s:e])
 			isCall = true
 		case "method":
-			r.method, _ = stdio.MethodName(line[s:e])
+			method, _ = stdio.MethodName(line[s:e])
 		case "params":
 			ps, pe = s, e
 		}
 		return true
 	})
-	if !valid || !isCall || !idOK || r.method == "" {
-		return nil, false
+	if !valid || !isCall || !idOK || method == "" {
+		return request{}, false
 	}
-	r.line = withNewline(line)
+	r := request{id: id, method: method, line: withNewline(line)}
 	r.params = r.line[ps:pe]
 	return r, true
 }
@@ -398,12 +398,11 @@ func (p *proc) clientAnswer(line []byte) {
 func (p *proc) readChild() {
 	for {
 		msg, err := p.conn.Read()
-		var bad *stdio.BadLineError
-		if errors.As(err, &bad) {
-			p.sessions.RouteBadLine(bad, p.conn.More())
-			continue
-		}
 		if err != nil {
+			if bad := stdio.BadLine(err); bad != nil {
+				p.sessions.RouteBadLine(bad, p.conn.More())
+				continue
+			}
 			p.sessions.Flush()
 			break
 		}

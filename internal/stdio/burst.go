@@ -63,8 +63,9 @@ func (b *Burst) Hold(handle func()) {
 }
 
 // hold adds parts to the writes held for c, when a burst is active; it reports false when none
-// is, and the caller writes them now. ids are the responses among them, answered once written.
-func (b *Burst) hold(c *Conn, failed func(error), ids []jsonrpc.ID, parts [][]byte) bool {
+// is, and the caller writes them now. id, when valid, is the request they answer, answered once
+// written.
+func (b *Burst) hold(c *Conn, failed func(error), id jsonrpc.ID, parts [][]byte) bool {
 	if b == nil || b.active.Load() == 0 {
 		return false
 	}
@@ -76,6 +77,10 @@ func (b *Burst) hold(c *Conn, failed func(error), ids []jsonrpc.ID, parts [][]by
 	c.qmu.Lock()
 	if c.flushers > 0 {
 		// Its background writer is busy with earlier messages: this one goes after them.
+		var ids []jsonrpc.ID
+		if id.IsValid() {
+			ids = []jsonrpc.ID{id}
+		}
 		c.queue = append(c.queue, queued{[][]byte{slices.Concat(parts...)}, failed, ids})
 		c.qmu.Unlock()
 		return true
@@ -90,7 +95,9 @@ func (b *Burst) hold(c *Conn, failed func(error), ids []jsonrpc.ID, parts [][]by
 	if failed != nil {
 		c.held.failed = append(c.held.failed, failed)
 	}
-	c.held.ids = append(c.held.ids, ids...)
+	if id.IsValid() {
+		c.held.ids = append(c.held.ids, id)
+	}
 	c.qmu.Unlock()
 	if first {
 		b.held = append(b.held, c)

@@ -43,6 +43,17 @@ type BadLineError struct {
 func (e *BadLineError) Error() string { return e.Err.Error() }
 func (e *BadLineError) Unwrap() error { return e.Err }
 
+// BadLine is the *BadLineError err is or wraps, or nil. A reader's loop asks it only of an
+// error: the pointer errors.As fills is a variable of the heap, which a loop that declared it
+// for every message would allocate for every message.
+func BadLine(err error) *BadLineError {
+	var bad *BadLineError
+	if errors.As(err, &bad) {
+		return bad
+	}
+	return nil
+}
+
 // Options configure a Conn. The zero value is usable.
 type Options struct {
 	// MaxMessageSize limits one incoming line; 0 means DefaultMaxMessageSize.

@@ -53,11 +53,10 @@ func (c *Conn) WriteResponse(id jsonrpc.ID, result, errObj json.RawMessage) erro
 // holdResponse holds a response during a burst (small ones: a large one is written at once,
 // after what is held); the request counts as answered once it is written.
 func (c *Conn) holdResponse(id jsonrpc.ID, parts [][]byte) bool {
-	var ids []jsonrpc.ID
-	if c.opts.DrainOnEOF > 0 {
-		ids = []jsonrpc.ID{id}
+	if c.opts.DrainOnEOF <= 0 {
+		id = jsonrpc.ID{} // no request to count as answered
 	}
-	return size(parts) <= sendInline && c.opts.HeldBy.hold(c, nil, ids, parts)
+	return size(parts) <= sendInline && c.opts.HeldBy.hold(c, nil, id, parts)
 }
 
 // Response is the line answering the request whose ID is id (encoded) with a result, or with
@@ -136,7 +135,7 @@ func plain(s string) bool {
 // WriteParts writes the concatenation of parts as one message: one line of JSON that ends with
 // a newline. It is held during a burst of Options.HeldBy (small messages only).
 func (c *Conn) WriteParts(parts ...[]byte) error {
-	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, nil, nil, parts) {
+	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, nil, jsonrpc.ID{}, parts) {
 		return nil
 	}
 	return c.writeNow(parts...)
@@ -321,7 +320,7 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 // SendHeld is Send, held during a burst of Options.HeldBy (see Burst): for messages that
 // nothing the burst's readers do waits on.
 func (c *Conn) SendHeld(failed func(error), parts ...[]byte) {
-	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, failed, nil, parts) {
+	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, failed, jsonrpc.ID{}, parts) {
 		return
 	}
 	c.Send(failed, parts...)
@@ -395,16 +394,23 @@ func Request(id, method string, params ...[]byte) [][]byte {
 	if len(params) == 1 && len(params[0]) == 0 {
 		params = nil
 	}
-	head := make([]byte, 0, len(`{"jsonrpc":"2.0","id":"","method":"","params":`)+len(id)+len(method)+8)
-	head = append(append(append(head, `{"jsonrpc":"2.0","id":"`...), id...), `","method":`...)
+	// One allocation for the head and the parts of the usual request (a call's params are one
+	// part, or three where the tool's name is replaced): a request is built for every call.
+	r := new(requestParts)
+	head := append(append(append(r.head[:0], `{"jsonrpc":"2.0","id":"`...), id...), `","method":`...)
 	head = appendString(head, method)
 	if len(params) == 0 {
-		return [][]byte{append(head, "}\n"...)}
+		return append(r.parts[:0], append(head, "}\n"...))
 	}
-	parts := make([][]byte, 0, len(params)+2)
-	parts = append(parts, append(head, `,"params":`...))
+	parts := append(r.parts[:0], append(head, `,"params":`...))
 	parts = append(parts, params...)
 	return append(parts, closeLine)
+}
+
+// requestParts holds what Request builds: the head, and the parts after it.
+type requestParts struct {
+	parts [5][]byte
+	head  [96]byte
 }
 
 // appendString appends s as a JSON string: as it is in the common case, where it has nothing
