@@ -849,7 +849,7 @@ func TestFaultShareModernTurnEnds(t *testing.T) {
 }
 
 // A server's answer over --max-message-size fails its own request through a shared process as
-// unshared (the process reads its server with the limit of the session that started it), and
+// unshared (the process reads its server with the session's limit, its only session's), and
 // the session goes on; a line of the server's that is not a message is warned of in the
 // session's log, as unshared.
 func TestFaultShareServerLinesOverLimit(t *testing.T) {
@@ -866,6 +866,32 @@ func TestFaultShareServerLinesOverLimit(t *testing.T) {
 	}
 	waitSaid(t, s, "not a JSON-RPC message", 1)
 	endShared(t, dir, tag, s)
+}
+
+// Each session of a shared process keeps its own --max-message-size, as unshared: the process
+// reads its server with the largest limit of its sessions (the starting session's, raised for
+// one with a larger limit that joins), and an answer over a session's own limit fails that
+// session's request, naming its limit; the session goes on.
+func TestFaultShareSessionLimits(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"big": `+tagged(tag)+`}}`)
+	small := shareSession(t, path, "--max-message-size", "1048576")
+	large := shareSession(t, path, "--max-message-size", "4194304")
+	if n := len(taggedProcs(tag)); n != 1 {
+		t.Fatalf("%d server processes for two sessions, want 1", n)
+	}
+	const big = `{"name":"big:big","arguments":{"bytes":2000000}}`
+	if m := large.call("tools/call", big); m.Error != nil || len(m.Result) < 2000000 {
+		t.Errorf("an answer within the joining session's limit: %.300s", m.Line)
+	}
+	if m := small.call("tools/call", big); !strings.Contains(string(m.Error), `the answer of server \"big\" is larger than 1048576 bytes`) {
+		t.Errorf("an answer over the starting session's limit: %.300s", m.Line)
+	}
+	if m := small.call("tools/call", `{"name":"big:big","arguments":{"bytes":1000}}`); m.Error != nil {
+		t.Errorf("after an answer over the limit: %s", m.Line)
+	}
+	endShared(t, dir, tag, small, large)
 }
 
 // A session that ends with work at a server another session uses: the server has the

@@ -51,15 +51,20 @@ type Member interface {
 	Flush()
 	// BadLine hands the session a line of the server's that the reader could not read.
 	BadLine(bad *stdio.BadLineError)
+	// MaxMessageSize is the session's limit on one message (--max-message-size). The
+	// process's reader reads with the largest of its sessions'; a message over a session's
+	// own reaches it as a line too large to read (BadLine), as unshared.
+	MaxMessageSize() int
 }
 
 // Route hands a message of the server's, read by the process's one reader, to the sessions it
 // is for (above); more says that another of the server's messages follows at once: what the
 // sessions write to their clients for the messages of such a burst is held, and written once
 // the last is routed (or Flush is called), as an unshared session's reader of the server does.
-// Its calls come one at a time.
-func (ps *ProcessSessions) Route(msg jsonrpc.Message, more bool) {
-	ps.more = more
+// size is the length of the message's line, which each session holds to its own limit. Its
+// calls come one at a time.
+func (ps *ProcessSessions) Route(msg jsonrpc.Message, size int, more bool) {
+	ps.more, ps.size = more, size
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
 		ps.answer(m)
@@ -99,7 +104,7 @@ func (ps *ProcessSessions) badLineTo(bad *stdio.BadLineError) []Member {
 			return []Member{m}
 		}
 		if strings.HasPrefix(sid, setupIDs) {
-			ps.Answered(sid, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the server's answer is larger than the shared process reads of one message (--max-message-size of the session that started it)"))
+			ps.Answered(sid, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the server's answer is larger than the shared process reads of one message (the largest --max-message-size of the sessions that use it)"))
 			return nil
 		}
 	}
@@ -131,8 +136,14 @@ func (ps *ProcessSessions) Flush() {
 }
 
 // hand gives m the message msg of the server's: in its burst while more of the server's
-// messages follow.
+// messages follow. A message over the session's limit reaches it as the line an unshared
+// session's reader would not have read: too large, with the ID it had (its request, if it
+// answers one, is failed saying so, by the session's own limit).
 func (ps *ProcessSessions) hand(m Member, msg jsonrpc.Message) {
+	if ps.size > m.MaxMessageSize() {
+		m.BadLine(&stdio.BadLineError{Err: &stdio.TooLargeError{ID: messageID(msg)}})
+		return
+	}
 	if ps.more && !slices.Contains(ps.bursting, m) {
 		ps.bursting = append(ps.bursting, m)
 	}
@@ -281,3 +292,16 @@ func relatedTask(params json.RawMessage) string {
 // metaRelatedTask is the _meta key of a message about a task (2025-11-25: "Metadata for
 // associating messages with a task").
 const metaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// messageID is the ID of msg as JSON: nil for a notification.
+func messageID(msg jsonrpc.Message) json.RawMessage {
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		return stdio.IDJSON(m.ID)
+	case *jsonrpc.Request:
+		if m.IsCall() {
+			return stdio.IDJSON(m.ID)
+		}
+	}
+	return nil
+}

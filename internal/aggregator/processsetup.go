@@ -67,10 +67,12 @@ type ProcessSessions struct {
 	// requests known to ask that are at the server.
 	// The sessions the process's messages go to (processroute.go), in the order they joined;
 	// and, for Route alone (the process's one reader), whether more of the server's messages
-	// follow at once, and the sessions handed one since the last did not.
+	// follow at once, the sessions handed one since the last did not, and the size of the
+	// message being routed.
 	routes    []Member
 	more      bool
 	bursting  []Member
+	size      int
 	atServer  map[*turn]bool
 	queue     []*turn
 	askers    map[askKey]bool

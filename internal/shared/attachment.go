@@ -41,6 +41,8 @@ type Attachment struct {
 	stderr  io.Writer
 	prefix  string
 	in      input
+	// maxMessage is the session's limit on one message (--max-message-size).
+	maxMessage int
 
 	// rmu makes the session take one message at a time; recv is its aggregator's, from
 	// Feed (set before the multiplexer serves the attachment, and never again); ended says
@@ -73,7 +75,7 @@ type want struct {
 	client       json.RawMessage // the initialize the session's servers are told
 	seen         seen            // what its server would see (identity.go)
 	identity     string
-	maxMessage   int // the session's limit on one message, for a process it starts
+	maxMessage   int // the session's limit on one message (--max-message-size)
 }
 
 // spec is what to run: a child.Spec, with the session's environment and directory (the
@@ -102,7 +104,11 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 		}
 		sp.Dir = dir
 	}
-	w := want{session: s.id, key: sp.Key, client: client, maxMessage: s.opts.MaxMessageSize,
+	maxMessage := s.opts.MaxMessageSize
+	if maxMessage <= 0 {
+		maxMessage = stdio.DefaultMaxMessageSize
+	}
+	w := want{session: s.id, key: sp.Key, client: client, maxMessage: maxMessage,
 		spec: spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir, OwnDir: ownDir}}
 	w.seen = seenBy(child.Spec{Command: sp.Command, Args: sp.Args, Env: sp.Env, Dir: sp.Dir}, ownDir)
 	w.identity = w.seen.identity()
@@ -114,7 +120,7 @@ func (s *Session) Start(sp child.Spec, client json.RawMessage, stderr io.Writer)
 		s.opts.Log.Debug("the server does not share the process of another session's", "server", sp.Key, "pid", p.child.PID(), "why", p.apart)
 	}
 	a := &Attachment{p: p, key: sp.Key, session: s.id, space: s.space, pid: p.child.PID(), login: p.child.LoginShellPath(),
-		stderr: stderr, prefix: "[" + sp.Key + "] ", exited: make(chan struct{})}
+		stderr: stderr, prefix: "[" + sp.Key + "] ", maxMessage: maxMessage, exited: make(chan struct{})}
 	a.in = input{a: a, to: func(line []byte) { p.fromSession(a, line) }}
 	return a, nil
 }
@@ -150,6 +156,9 @@ func (d *daemon) attach(w want) (p *proc, joined bool, err error) {
 	}
 	if p != nil {
 		p.reserve(w.session) // before another attachment of the session looks (find)
+	}
+	if joined {
+		p.conn.RaiseMaxMessageSize(w.maxMessage) // each session holds messages to its own
 	}
 	d.mu.Unlock()
 	if p == nil {
@@ -216,6 +225,10 @@ func (a *Attachment) Sessions() *aggregator.ProcessSessions { return a.p.session
 
 // Space is the session's ID space: its requests' IDs and progress tokens begin with it.
 func (a *Attachment) Space() string { return a.space }
+
+// MaxMessageSize is the session's limit on one message: one of the server's over it reaches
+// the session as too large to read (aggregator.Member).
+func (a *Attachment) MaxMessageSize() int { return a.maxMessage }
 
 // OwnsTask reports whether the session's table has the server's task id as its own. Only for
 // an attachment the multiplexer serves (its recv is set).

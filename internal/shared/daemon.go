@@ -245,7 +245,7 @@ func (d *daemon) spawn(w want) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.start(c)
+	p.start(c, w.maxMessage)
 	d.procs = append(d.procs, p)
 	return p, nil
 }

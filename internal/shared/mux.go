@@ -57,11 +57,8 @@ type proc struct {
 	apart    string          // what kept it from the process of the same entry that ran when it started
 	client   json.RawMessage // the initialize it was started for
 	command  string
-	// maxMessage limits one message of the server's: the limit of the session that started
-	// it (--max-message-size), whose answers a larger one would have failed unshared.
-	maxMessage int
-	child      *child.Process
-	conn       *stdio.Conn
+	child    *child.Process
+	conn     *stdio.Conn
 	// burst holds the requests relayed to the server while a session's write that brought
 	// several is taken apart (input.Write): they reach the server in one write, as they left
 	// the client.
@@ -113,15 +110,17 @@ func (r *request) jsonID() jsonrpc.ID {
 }
 
 func newProc(d *daemon, w want) *proc {
-	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, maxMessage: w.maxMessage, users: map[string]int{}, decided: make(chan struct{})}
+	p := &proc{d: d, identity: w.identity, seen: w.seen, client: w.client, command: w.spec.Command, users: map[string]int{}, decided: make(chan struct{})}
 	p.sessions = aggregator.NewProcessSessions(func(parts ...[]byte) { p.conn.Send(nil, parts...) }, d.log.With("server", w.key))
 	return p
 }
 
-// start begins reading the child's output.
-func (p *proc) start(c *child.Process) {
+// start begins reading the child's output, with maxMessage the limit on one message.
+func (p *proc) start(c *child.Process, maxMessage int) {
 	p.child = c
-	p.conn = stdio.New(c.Stdout, c.Stdin, &stdio.Options{HeldBy: &p.burst, MaxMessageSize: p.maxMessage})
+	// Read with the limit of the session that starts it, raised for a session with a larger
+	// one that joins (attach): each session holds the messages to its own (Attachment).
+	p.conn = stdio.New(c.Stdout, c.Stdin, &stdio.Options{HeldBy: &p.burst, MaxMessageSize: maxMessage})
 	go p.readChild()
 }
 
@@ -406,7 +405,7 @@ func (p *proc) readChild() {
 			p.sessions.Flush()
 			break
 		}
-		p.sessions.Route(msg, p.conn.More())
+		p.sessions.Route(msg, p.conn.LastSize(), p.conn.More())
 	}
 	desc := "closed its standard output"
 	select {

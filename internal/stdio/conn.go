@@ -43,6 +43,22 @@ type BadLineError struct {
 func (e *BadLineError) Error() string { return e.Err.Error() }
 func (e *BadLineError) Unwrap() error { return e.Err }
 
+// RaiseMaxMessageSize raises the limit on one incoming line to n, when n is larger; safe
+// beside Read. A shared process reads a server with the largest limit of the sessions it
+// serves, each of which holds the server's messages to its own (aggregator.Member).
+func (c *Conn) RaiseMaxMessageSize(n int) {
+	for {
+		now := c.maxMessage.Load()
+		if int64(n) <= now || c.maxMessage.CompareAndSwap(now, int64(n)) {
+			return
+		}
+	}
+}
+
+// LastSize is the length in bytes of the line of the message Read returned last (of its
+// batch, for a message of one).
+func (c *Conn) LastSize() int { return c.lastSize }
+
 // BadLine is the *BadLineError err is or wraps, or nil. A reader's loop asks it only of an
 // error: the pointer errors.As fills is a variable of the heap, which a loop that declared it
 // for every message would allocate for every message.
@@ -87,9 +103,14 @@ type Options struct {
 type Conn struct {
 	opts Options
 	r    *bufio.Reader
-	rc   io.Closer
-	w    io.Writer
-	wc   io.Closer
+	// maxMessage is the limit on one incoming line: Options.MaxMessageSize, or more once
+	// raised (RaiseMaxMessageSize). lastSize is the length of the line of the message Read
+	// returned last.
+	maxMessage atomic.Int64
+	lastSize   int
+	rc         io.Closer
+	w          io.Writer
+	wc         io.Closer
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -136,6 +157,7 @@ func New(r io.Reader, w io.Writer, opts *Options) *Conn {
 	if c.opts.MaxMessageSize <= 0 {
 		c.opts.MaxMessageSize = DefaultMaxMessageSize
 	}
+	c.maxMessage.Store(int64(c.opts.MaxMessageSize))
 	c.rc, _ = r.(io.Closer)
 	c.wc, _ = w.(io.Closer)
 	switch tw := w.(type) {

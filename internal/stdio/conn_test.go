@@ -85,6 +85,37 @@ func TestTooLargeReported(t *testing.T) {
 	}
 }
 
+// A raised limit takes lines up to it, a lower one changes nothing, and LastSize is each
+// message's line as the limit counts it (a shared process's reader of a server: each session
+// holds the server's messages to its own limit).
+func TestRaiseMaxMessageSize(t *testing.T) {
+	line := `{"jsonrpc":"2.0","id":1,"result":{"text":"` + strings.Repeat("y", 2000) + `"}}`
+	r, w := io.Pipe()
+	c := New(r, io.Discard, &Options{MaxMessageSize: 1000})
+	go func() {
+		for range 3 {
+			io.WriteString(w, line+"\n")
+		}
+		io.WriteString(w, "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}} \n")
+		w.Close()
+	}()
+	if _, err := c.Read(); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a line over the limit: %v, want ErrTooLarge", err)
+	}
+	c.RaiseMaxMessageSize(4000)
+	c.RaiseMaxMessageSize(500) // lower: no change
+	for range 2 {
+		if msg, err := c.Read(); err != nil {
+			t.Fatalf("a line within the raised limit: %v", err)
+		} else if _, ok := msg.(*jsonrpc.Response); !ok || c.LastSize() != len(line) {
+			t.Errorf("got %T of %d bytes, want the response of %d", msg, c.LastSize(), len(line))
+		}
+	}
+	if _, err := c.Read(); err != nil || c.LastSize() != len(`{"jsonrpc":"2.0","id":2,"result":{}} `) {
+		t.Errorf("the last line: %v, LastSize %d", err, c.LastSize())
+	}
+}
+
 // The id of a line too large to keep is found wherever it stands at the top level, never
 // inside the result, however the line is split into pieces.
 func TestTooLargeID(t *testing.T) {

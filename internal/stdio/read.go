@@ -85,6 +85,7 @@ func (c *Conn) read() (jsonrpc.Message, error) {
 			}
 			return nil, err
 		}
+		c.lastSize = len(line) // as the limit counts it
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue // blank lines carry nothing
@@ -201,7 +202,7 @@ func (c *Conn) answered(id jsonrpc.ID) {
 func (c *Conn) readLine() (line []byte, owned bool, err error) {
 	frag, err := c.r.ReadSlice('\n')
 	if err == nil {
-		if len(frag)-1 > c.opts.MaxMessageSize {
+		if int64(len(frag)-1) > c.maxMessage.Load() {
 			var ids idScanner
 			ids.feed(frag)
 			return frag[:min(len(frag), 256)], false, &TooLargeError{ID: ids.id}
@@ -226,9 +227,10 @@ func (c *Conn) readLine() (line []byte, owned bool, err error) {
 			chunkPool.Put(c)
 		}
 	}()
+	limit := c.maxMessage.Load()
 	for {
 		frag, err = c.r.ReadSlice('\n')
-		if total+len(frag) > c.opts.MaxMessageSize+1 {
+		if int64(total+len(frag)) > limit+1 {
 			first := *chunks[0]
 			head := bytes.Clone(first[:min(len(first), 256)])
 			// Skip the rest of the line, looking for its id on the way.
