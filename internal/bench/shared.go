@@ -82,25 +82,35 @@ func (b *bench) shared() string {
 			sessions[i] = w.start()
 		}
 		byWay, cpuByWay := make([][]float64, len(ways)), make([][]float64, len(ways))
+		userByWay := make([][]float64, len(ways))
 		for range *runs {
 			for i, w := range ways {
 				var pids []int
 				if w.hops != nil {
 					pids = w.hops(sessions[i])
 				}
-				before := cpuTimes(pids)
+				before, userBefore, sysBefore := cpuTimes(pids), userTicks(pids), sysTicks(pids)
 				x, n := m.measure(sessions[i], w.tool)
 				byWay[i] = append(byWay[i], x)
-				cpuByWay[i] = append(cpuByWay[i], float64(cpuTimes(pids)-before)/float64(n))
+				cpu := float64(cpuTimes(pids)-before) / float64(n)
+				cpuByWay[i] = append(cpuByWay[i], cpu)
+				// The user-mode part of it, by the share of user time in the processes' ticks.
+				if user, sys := userTicks(pids)-userBefore, sysTicks(pids)-sysBefore; user+sys > 0 {
+					userByWay[i] = append(userByWay[i], cpu*float64(user)/float64(user+sys))
+				}
 			}
 		}
-		figures, perCall := make([]float64, len(ways)), make([]float64, len(ways))
+		figures, perCall, userPerCall := make([]float64, len(ways)), make([]float64, len(ways)), make([]float64, len(ways))
 		for i, s := range sessions {
 			figures[i], perCall[i] = median(byWay[i]), median(cpuByWay[i])
+			if len(userByWay[i]) > 0 {
+				userPerCall[i] = median(userByWay[i])
+			}
 			s.Close()
 		}
 		line(m.name, figures, m.f)
 		cpuLine("CPU of the path per call ("+m.cpuName+")", perCall)
+		cpuLine("of it in user mode ("+m.cpuName+")", userPerCall)
 		last := len(ways) - 1
 		perRun = append(perRun, runRatios{m.name, byWay[last], byWay[2]}, runRatios{"CPU of the path per call (" + m.cpuName + ")", cpuByWay[last], cpuByWay[2]})
 	}
@@ -186,6 +196,29 @@ func cpuTimes(pids []int) int64 {
 	var total int64
 	for _, pid := range pids {
 		total += cpuTime(pid)
+	}
+	return total
+}
+
+// userTicks and sysTicks are the user-mode and kernel-mode CPU time of the processes pids (every
+// thread), in clock ticks (/proc/PID/stat).
+func userTicks(pids []int) int64 { return statTicks(pids, 13) }
+func sysTicks(pids []int) int64  { return statTicks(pids, 14) }
+
+// statTicks sums field i (counted from 0) of the processes' /proc/PID/stat.
+func statTicks(pids []int, i int) int64 {
+	var total int64
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The command, field 1, is in parentheses and may hold spaces: count after it.
+		s := string(data)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if n, err := strconv.ParseInt(fields[i-2], 10, 64); err == nil {
+			total += n
+		}
 	}
 	return total
 }
