@@ -435,8 +435,17 @@ func (f *forwarder) note(line []byte) {
 	}
 	m, _ := stdio.MethodName(method) // the common names without allocating
 	if id == nil {
-		if m == "notifications/initialized" {
+		switch m {
+		case "notifications/initialized":
 			f.initialized = true
+		case "notifications/cancelled":
+			// "The receiver ... SHOULD NOT send a response for the cancelled request", and the
+			// session sends none (its table drops the request; a listen ends without one): the
+			// forwarder waits for no receipt of it, answers it with no error should the shared
+			// process end, and sends a listen cancelled to no new one.
+			if start, end, ok := rawjson.Member(params, "requestId"); ok {
+				f.retire(idKey(params[start:end]))
+			}
 		}
 		return
 	}

@@ -78,6 +78,29 @@ func TestForwarderNotes(t *testing.T) {
 	}
 }
 
+// A request or a listen the client cancelled is no longer in flight: the session answers
+// neither, so the end of the shared process answers neither with an error, and a listen
+// cancelled is not sent again.
+func TestForwarderCancelled(t *testing.T) {
+	f := newTestForwarder(nil)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}`,
+		`{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"done"}}`,
+		`{"method":"notifications/cancelled","jsonrpc":"2.0","params":{"reason":"x", "requestId" : "c"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}`, // unknown: nothing
+	} {
+		f.note([]byte(line + "\n"))
+	}
+	if len(f.listens) != 0 {
+		t.Errorf("listens after their cancellation: %q", f.listens)
+	}
+	if _, ok := f.inflight["3"]; !ok || len(f.inflight) != 1 || f.owed != receiptSize("3") {
+		t.Errorf("in flight: %v, owed %d; want request 3 alone", f.inflight, f.owed)
+	}
+}
+
 // What the receipts say of a line left unfinished: "+" opens it, anything after closes it.
 func TestForwarderOpenLine(t *testing.T) {
 	f := newTestForwarder(nil)
