@@ -16,8 +16,8 @@ import (
 // unshared session's do, with no process between them in that direction. The forwarder still
 // has to know, should the shared process end, which of the client's requests were answered:
 // beside the client's output the session writes receipts, which the forwarder reads seldom
-// (when what they can hold grows, and to their end when the shared process ends), so that no
-// process wakes for them per message.
+// (when what they can hold grows, when the session asks because their pipe is full, and to
+// their end when the shared process ends), so that no process wakes for them per message.
 //
 // Receipts are lines: after a write that ends an answer to a request of the client's, the
 // answer's ID as written ("7", "\"a\""); after a write that leaves a line unfinished (a client
@@ -52,6 +52,10 @@ type clientOut struct {
 
 	rpending  []byte // receipts the pipe did not take at once, for flushReceipts
 	rflushing bool
+	// drain asks the forwarder to read the receipts (a line on the log connection): it
+	// reads them as its client's input grows what they may hold, which the "+" and "-" of
+	// writes that may be cut short grow too, with no input.
+	drain     func()
 	flushed   chan struct{} // closed when flushReceipts ends, for closeReading
 	closeOnce sync.Once
 
@@ -304,20 +308,31 @@ func coalesce(recs []byte) []byte {
 	}
 }
 
-// flushReceipts writes the receipts the pipe did not take at once, waiting for the forwarder
-// to read them (it does when what it is owed grows: forwarder.owed).
+// drainBy sets how the forwarder is asked to read the receipts.
+func (o *clientOut) drainBy(drain func()) {
+	o.mu.Lock()
+	o.drain = drain
+	o.mu.Unlock()
+}
+
+// flushReceipts writes the receipts the pipe did not take at once. The forwarder reads them
+// when what it is owed grows (forwarder.owed), and when asked to: before each write that
+// would wait, the pipe being full. Receipts that wait here are lost with a shared process
+// killed meanwhile (the forwarder would answer requests that were answered), so they do not
+// wait for the client's next message.
 func (o *clientOut) flushReceipts() {
 	for {
 		o.mu.Lock()
 		recs := o.rpending
 		o.rpending = nil
+		drain := o.drain
 		if len(recs) == 0 {
 			o.flushEnded()
 			o.mu.Unlock()
 			return
 		}
 		o.mu.Unlock()
-		if _, err := o.rec.Write(recs); err != nil {
+		if err := o.writeReceipts(recs, drain); err != nil {
 			o.mu.Lock()
 			o.rpending = nil
 			o.flushEnded()
@@ -325,6 +340,31 @@ func (o *clientOut) flushReceipts() {
 			return
 		}
 	}
+}
+
+// writeReceipts writes recs to the receipts' pipe, asking the forwarder to read them (drain)
+// whenever the pipe does not take them at once. Only flushReceipts writes meanwhile.
+func (o *clientOut) writeReceipts(recs []byte, drain func()) error {
+	for len(recs) > 0 {
+		if o.rtry != nil {
+			n, err := o.rtry(recs)
+			if err != nil {
+				return err
+			}
+			if recs = recs[n:]; len(recs) == 0 {
+				return nil
+			}
+		}
+		if drain != nil {
+			drain()
+		}
+		n, err := o.rec.Write(recs[:min(len(recs), pipeBuf)]) // waits for the forwarder
+		if err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
 }
 
 // flushEnded notes that flushReceipts ends. Callers hold o.mu.

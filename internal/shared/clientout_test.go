@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -175,6 +176,41 @@ func TestClientOutReceiptsWait(t *testing.T) {
 	var got bytes.Buffer
 	buf := make([]byte, 4096)
 	for strings.Count(got.String(), "request-") < 5000 || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
+		n, err := receipts.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(buf[:n])
+	}
+	if strings.NewReplacer("+\n", "", "-\n", "").Replace(got.String()) != want.String() {
+		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), want.Len())
+	}
+}
+
+// Receipts the pipe does not take ask the forwarder to read them (it reads them as its client
+// writes, which a client may not): they do not wait in the shared process, which may be killed.
+func TestClientOutAsksToBeRead(t *testing.T) {
+	o, client, receipts := testOut(t)
+	asked := make(chan struct{}, 1000)
+	o.drainBy(func() { asked <- struct{}{} })
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	id := strings.Repeat("x", 200)
+	var want strings.Builder
+	for i := range 1000 { // 200 KiB of receipts: more than the pipe holds
+		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"%s-%d","result":{}}`+"\n", id, i)
+		if _, err := o.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&want, "\"%s-%d\"\n", id, i)
+	}
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("receipts wait for a pipe that is full, and the forwarder was not asked to read them")
+	}
+	var got bytes.Buffer
+	buf := make([]byte, 4096)
+	for strings.Count(got.String(), id) < 1000 || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
 		n, err := receipts.Read(buf)
 		if err != nil {
 			t.Fatal(err)

@@ -322,6 +322,11 @@ func (f *forwarder) readLog(lc net.Conn) (code int, exited bool) {
 				if l.Exit != nil {
 					return *l.Exit, true
 				}
+				if l.Drain { // the receipts' pipe is full: read what it holds
+					f.mu.Lock()
+					f.drain(f.receipts, false)
+					f.mu.Unlock()
+				}
 				_, _ = io.WriteString(f.o.Stderr, l.Stderr)
 			}
 		}

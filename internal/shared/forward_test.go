@@ -167,6 +167,33 @@ func TestForwarderDrains(t *testing.T) {
 	}
 }
 
+// Asked on the log connection (the receipts' pipe is full), the forwarder reads the receipts.
+func TestForwarderDrainsWhenAsked(t *testing.T) {
+	r, w, err := receiptsPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f := newTestForwarder(nil)
+	f.receipts = r
+	f.note([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}` + "\n"))
+	if _, err := w.Write([]byte("1\n")); err != nil {
+		t.Fatal(err)
+	}
+	lc, theirs := net.Pipe()
+	go func() {
+		_, _ = theirs.Write([]byte(`{"stderr":"said\n"}` + "\n" + `{"drain":true}` + "\n"))
+		theirs.Close()
+	}()
+	var stderr bytes.Buffer
+	f.o.Stderr = &stderr
+	f.readLog(lc)
+	if len(f.inflight) != 0 || stderr.String() != "said\n" {
+		t.Errorf("after the call to read: in flight %v, stderr %q", f.inflight, stderr.String())
+	}
+}
+
 // When the shared process ends, the requests in flight are answered with an error (after a
 // newline, when the client's output stops in the middle of a line) and the listens are kept;
 // what the client set up is sent again, under IDs whose answers the session leaves out.

@@ -87,10 +87,11 @@ type hostedConns struct {
 }
 
 // logLine is a line of a hosted session's log connection: from the shared process, a write of
-// the session's stderr or, last, its exit status; from the forwarder, a reload (it had
-// SIGHUP).
+// the session's stderr, a call to read the receipts (their pipe is full: clientOut) or, last,
+// its exit status; from the forwarder, a reload (it had SIGHUP).
 type logLine struct {
 	Stderr string `json:"stderr,omitempty"`
+	Drain  bool   `json:"drain,omitempty"`
 	Exit   *int   `json:"exit,omitempty"`
 	Reload bool   `json:"reload,omitempty"`
 }
@@ -109,6 +110,14 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// drain asks the forwarder to read the receipts, which its pipe holds no more of.
+func (w *logWriter) drain() {
+	line, _ := json.Marshal(logLine{Drain: true})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.conn.Write(append(line, '\n'))
 }
 
 func (w *logWriter) exit(code int) {
@@ -199,6 +208,7 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	_, _ = conn.Write(append(ack, '\n'))
 
 	lw := &logWriter{conn: logConn}
+	out.drainBy(lw.drain)
 	reloads := make(chan os.Signal, 1)
 	go readReloads(logConn, reloads)
 	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: in, Out: out, Stderr: lw, d: d, id: h.Session, space: d.space()}
