@@ -86,10 +86,6 @@ func (o *clientOut) TryWrite(b []byte) (int, error) {
 	return n, err
 }
 
-// pipeBuf is the most a write to a pipe carries whole (POSIX PIPE_BUF; 4096 on Linux, 512 at
-// least everywhere).
-const pipeBuf = 4096
-
 // closed says in the receipts, after a write that said "+" before it, that no line is left
 // unfinished, unless one is.
 func (o *clientOut) closed() {
