@@ -871,11 +871,13 @@ func TestFaultShareServerLinesOverLimit(t *testing.T) {
 // Each session of a shared process keeps its own --max-message-size, as unshared: the process
 // reads its server with the largest limit of its sessions (the starting session's, raised for
 // one with a larger limit that joins), and an answer over a session's own limit fails that
-// session's request, naming its limit; the session goes on.
+// session's request, naming its limit; the session goes on. A question of the server's over
+// the limit of the session it is for is answered with an error in its place: the server, and
+// the turns of every session, would wait for it.
 func TestFaultShareSessionLimits(t *testing.T) {
 	dir := shareDir(t)
 	tag := newTag(t)
-	path := writeConfig(t, `{"mcpServers": {"big": `+tagged(tag)+`}}`)
+	path := writeConfig(t, `{"mcpServers": {"big": `+tagged(tag, "-full")+`}}`)
 	small := shareSession(t, path, "--max-message-size", "1048576")
 	large := shareSession(t, path, "--max-message-size", "4194304")
 	if n := len(taggedProcs(tag)); n != 1 {
@@ -890,6 +892,10 @@ func TestFaultShareSessionLimits(t *testing.T) {
 	}
 	if m := small.call("tools/call", `{"name":"big:big","arguments":{"bytes":1000}}`); m.Error != nil {
 		t.Errorf("after an answer over the limit: %s", m.Line)
+	}
+	m := small.call("tools/call", `{"name":"big:ask","arguments":{"method":"roots/list","pad":2000000}}`)
+	if !strings.Contains(string(m.Result), `larger than the --max-message-size of the session it is for`) {
+		t.Errorf("a question over the asking session's limit: %.300s", m.Line)
 	}
 	endShared(t, dir, tag, small, large)
 }

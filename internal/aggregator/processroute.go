@@ -104,7 +104,7 @@ func (ps *ProcessSessions) badLineTo(bad *stdio.BadLineError) []Member {
 			return []Member{m}
 		}
 		if strings.HasPrefix(sid, setupIDs) {
-			ps.Answered(sid, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the server's answer is larger than the shared process reads of one message (the largest --max-message-size of the sessions that use it)"))
+			ps.Answered(sid, nil, rpcError(jsonrpc.CodeInternalError, nil, "Internal error: the server's answer is larger than the shared process reads of one message (the largest --max-message-size of the sessions that have used it)"))
 			return nil
 		}
 	}
@@ -141,6 +141,12 @@ func (ps *ProcessSessions) Flush() {
 // answers one, is failed saying so, by the session's own limit).
 func (ps *ProcessSessions) hand(m Member, msg jsonrpc.Message) {
 	if ps.size > m.MaxMessageSize() {
+		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+			// The session will not answer it (its reader would not have read it), and the
+			// server, or another session's turn, would wait for good: answered here.
+			ps.write(stdio.Response(stdio.IDJSON(r.ID), nil, stdio.ErrorObject(int64(jsonrpc.CodeInternalError), nil,
+				"Internal error: the request is larger than the --max-message-size of the session it is for; the request came through mcp-simple-aggregator's shared process"))...)
+		}
 		m.BadLine(&stdio.BadLineError{Err: &stdio.TooLargeError{ID: messageID(msg)}})
 		return
 	}

@@ -67,6 +67,10 @@ type Attachment struct {
 	once   sync.Once
 }
 
+// An Attachment is what the process's reader routes a session's messages to: a method it lacked
+// would make Join's assertion fail quietly, and the session be routed nothing.
+var _ aggregator.Member = (*Attachment)(nil)
+
 // want is what a session's server asks the shared process for: a process of its identity,
 // which it may share, or a new one.
 type want struct {

@@ -60,8 +60,9 @@ type Hosted struct {
 // session's aggregator.Starter: it attaches each server to a process that it may share or
 // that is started for it (attachment.go). A server without a "cwd" runs in the session's
 // directory; log hears (at debug) why a server did not share the process of another
-// session's; maxMessage is the session's limit on one message (--max-message-size), which
-// the processes it starts read theirs with.
+// session's; maxMessage is the session's limit on one message (--max-message-size), which it
+// holds its servers' messages to (the processes' readers read with the largest of their
+// sessions').
 func (s *Hosted) Session(log *slog.Logger, maxMessage int) *Session {
 	return &Session{opts: Options{Dir: s.Dir, Linger: s.d.linger, Log: log, MaxMessageSize: maxMessage}, place: place{socket: s.d.socket}, id: s.id, d: s.d, space: s.space}
 }

@@ -35,8 +35,8 @@ type Options struct {
 	// process's.
 	Dir string
 	// MaxMessageSize limits one message of a server's (--max-message-size; 0 means
-	// stdio.DefaultMaxMessageSize): the session that starts a server's process sets it for the
-	// process's reader.
+	// stdio.DefaultMaxMessageSize): the session holds a server's messages to it, and the
+	// process's reader reads with the largest of the sessions that have used the process.
 	MaxMessageSize int
 }
 
