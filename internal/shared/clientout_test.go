@@ -173,18 +173,7 @@ func TestClientOutReceiptsWait(t *testing.T) {
 		}
 		fmt.Fprintf(&want, "\"request-%d\"\n", i)
 	}
-	var got bytes.Buffer
-	buf := make([]byte, 4096)
-	for strings.Count(got.String(), "request-") < 5000 || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
-		n, err := receipts.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got.Write(buf[:n])
-	}
-	if strings.NewReplacer("+\n", "", "-\n", "").Replace(got.String()) != want.String() {
-		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), want.Len())
-	}
+	receiptsInOrder(t, receipts, "request-", 5000, want.String())
 }
 
 // Receipts the pipe does not take ask the forwarder to read them (it reads them as its client
@@ -208,18 +197,7 @@ func TestClientOutAsksToBeRead(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("receipts wait for a pipe that is full, and the forwarder was not asked to read them")
 	}
-	var got bytes.Buffer
-	buf := make([]byte, 4096)
-	for strings.Count(got.String(), id) < 1000 || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
-		n, err := receipts.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got.Write(buf[:n])
-	}
-	if strings.NewReplacer("+\n", "", "-\n", "").Replace(got.String()) != want.String() {
-		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), want.Len())
-	}
+	receiptsInOrder(t, receipts, id, 1000, want.String())
 }
 
 // A write that a pipe may not take whole (over PIPE_BUF) says "+" before it and "-" after;
@@ -294,5 +272,23 @@ func TestClientOutCloseReading(t *testing.T) {
 	}
 	if got := <-done; got != want.String() {
 		t.Errorf("the forwarder read %d bytes of receipts, want %d", len(got), want.Len())
+	}
+}
+
+// receiptsInOrder reads the receipts until n of them hold mark, and checks that, but for the
+// "+" and "-" among them, they are want.
+func receiptsInOrder(t *testing.T, receipts *os.File, mark string, n int, want string) {
+	t.Helper()
+	var got bytes.Buffer
+	buf := make([]byte, 4096)
+	for strings.Count(got.String(), mark) < n || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
+		k, err := receipts.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(buf[:k])
+	}
+	if strings.NewReplacer("+\n", "", "-\n", "").Replace(got.String()) != want {
+		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), len(want))
 	}
 }

@@ -12,6 +12,20 @@ import (
 	"testing"
 )
 
+// receiptsForwarder is a test forwarder with the read end of a receipts' pipe, and the pipe's
+// ends; they close with the test.
+func receiptsForwarder(t *testing.T) (*forwarder, *receiptsEnd, *os.File) {
+	t.Helper()
+	r, w, err := receiptsPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	f := newTestForwarder(nil)
+	f.receipts = r
+	return f, r, w
+}
+
 func newTestForwarder(out *os.File) *forwarder {
 	f := newForwarder(ForwardOptions{}, nil)
 	f.out = out
@@ -118,14 +132,7 @@ func TestForwarderOpenLine(t *testing.T) {
 // The forwarder reads the receipts when what they may hold grows (never per message), without
 // waiting; at the shared process's end, to their end.
 func TestForwarderDrains(t *testing.T) {
-	r, w, err := receiptsPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	f := newTestForwarder(nil)
-	f.receipts = r
+	f, r, w := receiptsForwarder(t)
 	f.conn = &writeConn{w: &bytes.Buffer{}}
 	id := 0
 	sent := func() {
@@ -169,14 +176,7 @@ func TestForwarderDrains(t *testing.T) {
 
 // Asked on the log connection (the receipts' pipe is full), the forwarder reads the receipts.
 func TestForwarderDrainsWhenAsked(t *testing.T) {
-	r, w, err := receiptsPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	f := newTestForwarder(nil)
-	f.receipts = r
+	f, _, w := receiptsForwarder(t)
 	f.note([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}` + "\n"))
 	if _, err := w.Write([]byte("1\n")); err != nil {
 		t.Fatal(err)
