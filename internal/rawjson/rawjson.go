@@ -142,6 +142,10 @@ func skipString(b []byte, i int) (end int, escaped bool) {
 	return -1, false
 }
 
+// SkipValue returns the index after the JSON value that starts at b[i], found as Object finds
+// a member's (the value is not checked); -1 when there is none.
+func SkipValue(b []byte, i int) int { return skipValue(b, i) }
+
 // skipValue returns the index after the value that starts at b[i]; -1 when there is none.
 func skipValue(b []byte, i int) int {
 	if i >= len(b) {

@@ -1,12 +1,14 @@
 package shared
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -81,7 +83,7 @@ type proc struct {
 
 // request is a request a session wrote for the server.
 type request struct {
-	id     string // its ID: a string of the session's space
+	id     []byte // its ID: a string of the session's space, decoded
 	method string
 	params json.RawMessage // within line
 	line   []byte          // as the session wrote it, with its newline: what the server gets
@@ -90,6 +92,11 @@ type request struct {
 // token is r's progress token (its JSON value, nil when none): the last _meta counts, as for a
 // JSON decoder.
 func (r *request) token() []byte {
+	// Most requests have no _meta: its key, escaped or not, is then nowhere in them (escaped,
+	// any of its letters is a \u sequence), and they are not scanned.
+	if !bytes.Contains(r.params, metaKey) && !bytes.Contains(r.params, unicodeEscape) {
+		return nil
+	}
 	var token []byte
 	rawjson.Object(r.params, func(k []byte, s, e int) bool {
 		if string(k) == "_meta" {
@@ -105,7 +112,7 @@ func (r *request) token() []byte {
 
 // jsonID is r's ID, for an answer of the multiplexer's own.
 func (r *request) jsonID() jsonrpc.ID {
-	id, _ := jsonrpc.MakeID(r.id) // a string: never an error
+	id, _ := jsonrpc.MakeID(string(r.id)) // a string: never an error
 	return id
 }
 
@@ -248,15 +255,24 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 			a.refuse(m.ID, a.notInSpace("ID"))
 			return
 		}
-		p.request(a, &request{id: id, method: m.Method, params: m.Params, line: withNewline(line)})
+		p.request(a, &request{id: []byte(id), method: m.Method, params: m.Params, line: withNewline(line)})
 	}
 }
 
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
 // string (as in every session's space); the request holds a copy of the line (the session's
 // buffer is its own). It is returned as a value, and its members found into variables of the
-// function's: a session's every request is read so.
+// function's: a session's every request is read so, most in the shape its core writes
+// (readOwnRequest).
 func readRequest(line []byte) (request, bool) {
+	if r, ok := readOwnRequest(line); ok {
+		return r, true
+	}
+	return readMembers(line)
+}
+
+// readMembers is readRequest for a line of any shape: member by member.
+func readMembers(line []byte) (request, bool) {
 	var id, method string
 	var idOK, isCall bool
 	ps, pe := 0, 0
@@ -275,9 +291,78 @@ func readRequest(line []byte) (request, bool) {
 	if !valid || !isCall || !idOK || method == "" {
 		return request{}, false
 	}
-	r := request{id: id, method: method, line: withNewline(line)}
+	r := request{id: []byte(id), method: method, line: withNewline(line)}
 	r.params = r.line[ps:pe]
 	return r, true
+}
+
+// The shape in which a session's core writes its requests (stdio.Request), and what a request
+// with a progress token has in its params.
+var (
+	ownHead       = []byte(`{"jsonrpc":"2.0","id":`)
+	ownMethod     = []byte(`,"method":`)
+	ownParams     = []byte(`,"params":`)
+	metaKey       = []byte(`_meta`)
+	unicodeEscape = []byte(`\u`)
+)
+
+// readOwnRequest reads a request in the shape a session's core writes (stdio.Request):
+// {"jsonrpc":"2.0","id":"ID","method":"METHOD","params":PARAMS}, its ID and method strings
+// without escapes, its params (when it has any) one value that ends the object. It finds them
+// by their places instead of reading every member; ok is false for any other line, which
+// readRequest reads member by member.
+func readOwnRequest(line []byte) (request, bool) {
+	i := len(ownHead)
+	if !bytes.HasPrefix(line, ownHead) {
+		return request{}, false
+	}
+	idEnd, ok := plainString(line, i)
+	if !ok || !bytes.HasPrefix(line[idEnd:], ownMethod) {
+		return request{}, false
+	}
+	ms := idEnd + len(ownMethod)
+	me, ok := plainString(line, ms)
+	if !ok {
+		return request{}, false
+	}
+	method, _ := stdio.MethodName(line[ms:me])
+	ps, pe := 0, 0
+	switch rest := line[me:]; {
+	case string(rest) == "}":
+	case bytes.HasPrefix(rest, ownParams):
+		ps, pe = me+len(ownParams), len(line)-1
+		if line[pe] != '}' || rawjson.SkipValue(line, ps) != pe {
+			return request{}, false
+		}
+	default:
+		return request{}, false
+	}
+	if method == "" || idEnd-i < 3 {
+		return request{}, false
+	}
+	r := request{method: method, line: withNewline(line)}
+	r.id, r.params = r.line[i+1:idEnd-1], r.line[ps:pe]
+	return r, true
+}
+
+// plainString is the end of the JSON string that starts at b[i] (after its closing quote),
+// when it has no escapes or control characters and is valid UTF-8: as encoding/json would read
+// it, unchanged.
+func plainString(b []byte, i int) (end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false
+	}
+	n := bytes.IndexByte(b[i+1:], '"')
+	if n < 0 {
+		return 0, false
+	}
+	s := b[i+1 : i+1+n]
+	for _, c := range s {
+		if c < 0x20 || c == '\\' {
+			return 0, false
+		}
+	}
+	return i + n + 2, utf8.Valid(s)
 }
 
 // withNewline is a copy of line with its newline.
@@ -315,7 +400,7 @@ func (p *proc) request(a *Attachment, r *request) {
 // The session's aggregator makes them so (aggregator.Options.IDSpace); one that did not would
 // get what is meant for another session.
 func (a *Attachment) outside(r *request) string {
-	if !strings.HasPrefix(r.id, a.space) {
+	if !bytes.HasPrefix(r.id, []byte(a.space)) {
 		return a.notInSpace("ID")
 	}
 	if token := r.token(); token != nil {
