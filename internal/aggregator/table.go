@@ -221,7 +221,8 @@ func (t *table) add(c *call, token []byte) (newToken []byte, res addResult) {
 	}
 	t.seq++
 	c.seq = t.seq
-	c.toID = t.space + strconv.FormatUint(t.seq, 10)
+	var id [32]byte // one allocation for the ID, the string
+	c.toID = string(strconv.AppendUint(append(id[:0], t.space...), t.seq, 10))
 	t.byTo[c.toID] = c
 	t.count(c, 1)
 	if !c.own() {

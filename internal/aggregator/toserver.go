@@ -122,7 +122,7 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	if c.turn != nil {
 		// Written now, or once its session's turn comes (turns.go), by whoever ends the turn
 		// before it: not held for its client's burst then.
-		if !c.turn.ps.takeTurn(c.turn, c, func() { s.conn.Send(onErr, msg...) }) {
+		if !c.turn.ps.takeTurn(c.turn, c, pendingWrite{s.conn, onErr, msg}) {
 			return addOK
 		}
 		func() {

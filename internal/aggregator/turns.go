@@ -35,13 +35,13 @@ import (
 type turn struct {
 	ps        *ProcessSessions
 	member    any
-	key       askKey // what it is known to ask by
-	id        string // its ID at the server, once the table had it
-	asks      bool   // it is of the requests known to ask, and counted in ps.asking
-	questions uint64 // ps.questions when it went
-	queued    bool   // it waits for its session's turn, in ps.queue
-	write     func() // writes it once its turn came (takeTurn)
-	over      bool   // answered, cancelled or given up (end)
+	key       askKey       // what it is known to ask by
+	id        string       // its ID at the server, once the table had it
+	asks      bool         // it is of the requests known to ask, and counted in ps.asking
+	questions uint64       // ps.questions when it went
+	queued    bool         // it waits for its session's turn, in ps.queue
+	pending   pendingWrite // its request, written once its turn came (takeTurn)
+	over      bool         // answered, cancelled or given up (end)
 	// writing says it is being written (takeTurn, sendAll, until wrote); cancel is its
 	// cancellation, when it ended meanwhile: sent once the write is done (wrote).
 	writing bool
@@ -49,6 +49,15 @@ type turn struct {
 	// sent says it is written to the server, or being written: a cancellation of it is to
 	// be sent, and a question of the server's may be its (table.attribute).
 	sent atomic.Bool
+}
+
+// pendingWrite is a request that waits for its session's turn: the connection it is written
+// to, the message, and what is told should the write fail (what Send takes). A request that
+// goes at once, the usual case, needs no function made to write it later.
+type pendingWrite struct {
+	conn   *stdio.Conn
+	failed func(error)
+	msg    [][]byte
 }
 
 // askKey is what a request during which a server may ask (era.InputMethods) is known to ask
@@ -78,7 +87,7 @@ func (ps *ProcessSessions) newTurn(f any, c *call) *turn {
 // session's turn, and whoever ends the turn before it writes it with write; or it ended already
 // (cancelled or given up meanwhile). The turn ends with c's answer, or with its end without one
 // (c.unanswered, c.cancelAtServer).
-func (ps *ProcessSessions) takeTurn(t *turn, c *call, write func()) bool {
+func (ps *ProcessSessions) takeTurn(t *turn, c *call, write pendingWrite) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	t.id = c.toID
@@ -90,7 +99,7 @@ func (ps *ProcessSessions) takeTurn(t *turn, c *call, write func()) bool {
 		t.sent.Store(true)
 		return true // its session's use of the process ended: the process drops it
 	case ps.waits(t.member, t.key):
-		t.write, t.queued = write, true
+		t.pending, t.queued = write, true
 		ps.queue = append(ps.queue, t)
 		return false
 	}
@@ -239,7 +248,7 @@ func sendAll(turns []*turn) {
 		if goes {
 			func() {
 				defer t.wrote() // whatever the write does: a cancellation waits for it
-				t.write()
+				t.pending.conn.Send(t.pending.failed, t.pending.msg...)
 			}()
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // What a request is known to ask by: its method and the server's name of its tool or prompt,
@@ -25,10 +27,26 @@ func TestAskKey(t *testing.T) {
 // turnWire records the requests whose turn came, by ID, and the cancellations sent.
 type turnWire struct{ ids, cancelled []string }
 
+// write is the request id, written to s once its turn came: a connection that writes at once,
+// as the shared process's does (an InlineWriter).
+func (s *turnWire) write(id string) pendingWrite {
+	return pendingWrite{conn: stdio.New(nil, idsWriter{&s.ids}, nil), msg: [][]byte{[]byte(id + "\n")}}
+}
+
+// idsWriter takes the lines written to it (request IDs) into ids, at once.
+type idsWriter struct{ ids *[]string }
+
+func (w idsWriter) Write(b []byte) (int, error) {
+	*w.ids = append(*w.ids, strings.Fields(string(b))...)
+	return len(b), nil
+}
+
+func (idsWriter) WritesInline() {}
+
 func (s *turnWire) turn(ps *ProcessSessions, member string, id string) (*call, bool) {
 	c := &call{toID: id, method: "tools/call", subject: "ask"}
 	c.turn = ps.newTurn(member, c)
-	now := ps.takeTurn(c.turn, c, func() { s.ids = append(s.ids, id) })
+	now := ps.takeTurn(c.turn, c, s.write(id))
 	if now {
 		c.turn.wrote() // as sendToServer does once it wrote it
 	}
@@ -48,7 +66,7 @@ func writing(t *testing.T, ps *ProcessSessions, id string) *call {
 	t.Helper()
 	c := &call{toID: id, method: "tools/call", subject: "ask"}
 	c.turn = ps.newTurn("A", c)
-	if !ps.takeTurn(c.turn, c, nil) {
+	if !ps.takeTurn(c.turn, c, pendingWrite{}) {
 		t.Fatalf("A's call %s waited", id)
 	}
 	return c
@@ -132,7 +150,7 @@ func TestTurnsEndedBeforeTaken(t *testing.T) {
 	c := &call{toID: "a-1", method: "tools/call", subject: "ask"}
 	c.turn = ps.newTurn("A", c)
 	s.cancel(c)
-	if ps.takeTurn(c.turn, c, func() { s.ids = append(s.ids, "a-1") }) || len(s.ids) != 0 || len(s.cancelled) != 0 {
+	if ps.takeTurn(c.turn, c, s.write("a-1")) || len(s.ids) != 0 || len(s.cancelled) != 0 {
 		t.Errorf("a call ended before its turn was taken: went now, or written %q, or cancelled %q", s.ids, s.cancelled)
 	}
 	if _, now := s.turn(ps, "B", "b-1"); !now {
@@ -154,7 +172,7 @@ func TestTurnsAttributeSkipsWaiting(t *testing.T) {
 		if _, res := tb.add(c, nil); res != addOK {
 			t.Fatal("the table did not take the call")
 		}
-		ps.takeTurn(c.turn, c, func() { w.ids = append(w.ids, c.toID) })
+		ps.takeTurn(c.turn, c, w.write(c.toID))
 		return c
 	}
 	first := add("B")
