@@ -46,9 +46,19 @@ func (b *Burst) end() {
 	held := b.held
 	b.held = nil
 	b.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
 	for _, c := range held {
 		c.flushHeld()
 	}
+	// Its array for the next burst's: a burst's list was otherwise made anew each time.
+	clear(held)
+	b.mu.Lock()
+	if b.held == nil {
+		b.held = held[:0]
+	}
+	b.mu.Unlock()
 }
 
 // Hold runs handle as a reader's burst: what it writes that is holdable (SendHeld...) to the
