@@ -1113,6 +1113,45 @@ func TestFaultShareKilled(t *testing.T) {
 	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
+// A batch in flight (2025-03-26) when the shared process is killed: each of its requests is
+// answered with an error, as a request sent alone is; a batch answered before the kill is not
+// answered again (the receipt of its answer named each of its requests).
+func TestFaultShareKilledBatch(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	agg := shareSessionAs(t, path, `{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"batcher","version":"1"}}`)
+	agg.writeLine(`[{"jsonrpc":"2.0","id":"d1","method":"ping"},{"jsonrpc":"2.0","id":"d2","method":"tools/call","params":{"name":"a:echo","arguments":{}}}]`)
+	if m := nextNote(t, agg, "the first batch's answer"); !strings.Contains(string(m.Line), `"id":"d2"`) {
+		t.Fatalf("the first batch's answer: %s", m.Line)
+	}
+	wait := map[string]chan message{}
+	agg.mu.Lock()
+	for _, id := range []string{`"b1"`, `"b2"`} {
+		wait[id] = make(chan message, 1)
+		agg.waiting[id] = wait[id]
+	}
+	agg.mu.Unlock()
+	sleep := `"method":"tools/call","params":{"name":"a:sleep","arguments":{"ms":10000}}}`
+	agg.writeLine(`[{"jsonrpc":"2.0","id":"b1",` + sleep + `,{"jsonrpc":"2.0","id":"b2",` + sleep + `]`)
+	waitSaid(t, agg, "[a] fixture: sleep of 10000 ms started", 2)
+	daemons := sharedProcs(dir)
+	if len(daemons) != 1 {
+		t.Fatalf("%d shared processes", len(daemons))
+	}
+	syscall.Kill(daemons[0], syscall.SIGKILL)
+	for id, ch := range wait {
+		if m := agg.wait(ch, "the batch's call "+id); !strings.Contains(string(m.Error), "ended with the shared process that ran it") {
+			t.Errorf("the batch's call %s in flight when the shared process was killed: %s", id, m.Line)
+		}
+	}
+	waitFor(t, "a call after the restart", func() bool {
+		m := agg.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`)
+		return strings.Contains(string(m.Result), `{"back":1}`)
+	})
+	endShared(t, dir, tag, agg)
+}
+
 // The shared process's directory is the user's alone: a looser one is made private, one that
 // is a link is refused, and the session then serves unshared, saying why.
 func TestFaultSharePlace(t *testing.T) {

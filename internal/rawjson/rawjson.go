@@ -88,6 +88,42 @@ func eachMember(obj []byte, strict bool, fn func(key []byte, keyStart, start, en
 	return false
 }
 
+// Array calls fn with the byte range of each element of the JSON array arr, in order. It stops
+// early when fn returns false. It reports whether arr is an array whose elements could all be
+// read (true as well when fn stopped it). Like Object, it expects well-formed JSON.
+func Array(arr []byte, fn func(start, end int) bool) bool {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return false
+	}
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return skipSpace(arr, i+1) == len(arr)
+	}
+	for i < len(arr) {
+		end := skipValue(arr, i)
+		if end < 0 {
+			return false
+		}
+		if !fn(i, end) {
+			return true
+		}
+		i = skipSpace(arr, end)
+		if i >= len(arr) {
+			return false
+		}
+		switch arr[i] {
+		case ',':
+			i = skipSpace(arr, i+1)
+		case ']':
+			return skipSpace(arr, i+1) == len(arr)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // Member finds the value of the top-level member key of the JSON object obj. When the key
 // occurs more than once, the last one counts, as with encoding/json.
 func Member(obj []byte, key string) (start, end int, ok bool) {

@@ -72,6 +72,36 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
+// Array finds each element of an array as encoding/json reads them, and refuses what is not
+// one.
+func TestArray(t *testing.T) {
+	for _, arr := range []string{`[]`, ` [ 1 ] `, `[{"a":"]"},"x\"]",[1,[2]],null, -1.5e3 ,true]`} {
+		var got []json.RawMessage
+		if !Array([]byte(arr), func(s, e int) bool { got = append(got, json.RawMessage(arr[s:e])); return true }) {
+			t.Errorf("Array(%s) failed", arr)
+			continue
+		}
+		var want []json.RawMessage
+		if err := json.Unmarshal([]byte(arr), &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Errorf("Array(%s): %d elements, want %d", arr, len(got), len(want))
+			continue
+		}
+		for i := range got {
+			if !bytes.Equal(bytes.TrimSpace(want[i]), got[i]) {
+				t.Errorf("Array(%s) element %d: %s, want %s", arr, i, got[i], want[i])
+			}
+		}
+	}
+	for _, bad := range []string{``, `{}`, `[`, `[1,]`, `[1 2]`, `[1]x`, `["a]`} {
+		if Array([]byte(bad), func(int, int) bool { return true }) {
+			t.Errorf("Array(%q) succeeded", bad)
+		}
+	}
+}
+
 func TestMember(t *testing.T) {
 	obj := []byte(`{"name":"first","arguments":{"name":"inner"},"name":"last"}`)
 	s, e, ok := Member(obj, "name")

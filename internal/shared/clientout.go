@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
@@ -60,6 +61,7 @@ type clientOut struct {
 	closeOnce sync.Once
 
 	spans []outSpan // scratch
+	batch []byte    // scratch: the IDs a batch's answers answer (batchIDs)
 	recs  []byte    // scratch
 }
 
@@ -226,6 +228,7 @@ func (o *clientOut) receipt(recs []byte, s outSpan) []byte {
 // split cuts b into its lines, saying of each what it is.
 func (o *clientOut) split(b []byte) []outSpan {
 	spans := o.spans[:0]
+	o.batch = o.batch[:0]
 	for at := 0; at < len(b); {
 		s := outSpan{from: at}
 		if o.mid && at == 0 {
@@ -233,6 +236,8 @@ func (o *clientOut) split(b []byte) []outSpan {
 			if len(o.id) > 0 {
 				s.id = o.id
 			}
+		} else if b[at] == '[' {
+			s.id = o.batchIDs(b[at:])
 		} else {
 			s.id, s.skip = answerID(b[at:])
 		}
@@ -246,6 +251,27 @@ func (o *clientOut) split(b []byte) []outSpan {
 	}
 	o.spans = spans[:0]
 	return spans
+}
+
+// batchIDs are the IDs of the requests that the batch's answer at the start of b answers (as
+// the session writes one: stdio.writeBatch, the protocol of 2025-03-26 and before), one line
+// each, for its receipt; nil when there are none, or the array does not end in b. They are
+// kept in o.batch until the next split.
+func (o *clientOut) batchIDs(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	start := len(o.batch)
+	rawjson.Array(b, func(s, e int) bool {
+		if id, _ := answerID(b[s:e]); id != nil {
+			o.batch = append(append(o.batch, id...), '\n')
+		}
+		return true
+	})
+	if len(o.batch) == start {
+		return nil
+	}
+	return o.batch[start : len(o.batch)-1]
 }
 
 // answerID is the ID of the request that the message at the start of line answers (as the

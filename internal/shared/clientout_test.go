@@ -95,6 +95,37 @@ func TestClientOutReceipts(t *testing.T) {
 	}
 }
 
+// The answer to a batch (2025-03-26 and before) names each request it answers in the
+// receipts, also when the client's output takes it in parts; the array's other elements, and
+// an array that is not an answer, name none.
+func TestClientOutBatchReceipts(t *testing.T) {
+	o, client, receipts := testOut(t)
+	batch := `[{"jsonrpc":"2.0","id":1,"result":{"content":[]}},{"jsonrpc":"2.0","id":"b","error":{"code":-32601,"message":"x"}},` +
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}},{"jsonrpc":"2.0","id":3,"result":{}}]` + "\n"
+	other := `{"jsonrpc":"2.0","id":4,"result":{}}` + "\n"
+	if n, err := o.write([]byte(batch+`[1,2]`+"\n"+other), limited(o, 1000)); err != nil || n != len(batch)+6+len(other) {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	if got := readAll(t, receipts); got != "1\n\"b\"\n3\n4\n" {
+		t.Errorf("receipts %q", got)
+	}
+	for i, step := range []struct {
+		in       string
+		accept   int
+		receipts string
+	}{{batch, 40, "+\n"}, {batch[40:], 1000, "1\n\"b\"\n3\n"}} {
+		if n, err := o.write([]byte(step.in), limited(o, step.accept)); err != nil || n != min(step.accept, len(step.in)) {
+			t.Fatalf("step %d: %d, %v", i, n, err)
+		}
+		if got := readAll(t, receipts); got != step.receipts {
+			t.Errorf("step %d: receipts %q, want %q", i, got, step.receipts)
+		}
+	}
+	if got := readAll(t, client); got != batch+"[1,2]\n"+other+batch {
+		t.Errorf("the client got:\n%s", got)
+	}
+}
+
 // A write the client's output does not take whole leaves a line unfinished, which the receipts
 // say ("+") until the write that ends it (its ID, or "-"); what is left out may be cut too.
 func TestClientOutUnfinishedLines(t *testing.T) {

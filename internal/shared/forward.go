@@ -419,10 +419,25 @@ func (f *forwarder) send(lines []byte) bool {
 	return true
 }
 
-// note keeps what a client's message sets up. Callers hold f.mu.
+// note keeps what a client's line sets up, and the requests it makes. Callers hold f.mu.
 func (f *forwarder) note(line []byte) {
 	f.loose += looseReceipt
 	msg := bytes.TrimSpace(line)
+	if len(msg) > 0 && msg[0] == '[' {
+		// A batch (2025-03-26 and before: "MAY be batched"): each of its messages is noted
+		// as sent alone; their answers come back in one array, whose receipt names each
+		// (clientOut.batchIDs).
+		rawjson.Array(msg, func(s, e int) bool {
+			f.noteMessage(msg[s:e])
+			return true
+		})
+		return
+	}
+	f.noteMessage(msg)
+}
+
+// noteMessage is note for one message (msg, without its newline).
+func (f *forwarder) noteMessage(msg []byte) {
 	var id, method, params []byte
 	rawjson.Object(msg, func(key []byte, start, end int) bool {
 		switch string(key) {
@@ -436,7 +451,7 @@ func (f *forwarder) note(line []byte) {
 		return true
 	})
 	if method == nil {
-		return // an answer to the server's request (or a batch, which is not kept)
+		return // an answer to the server's request
 	}
 	m, _ := stdio.MethodName(method) // the common names without allocating
 	if id == nil {
@@ -461,17 +476,17 @@ func (f *forwarder) note(line []byte) {
 	f.inflight[key] = m
 	switch m {
 	case "initialize":
-		f.initialize = bytes.Clone(line)
+		f.initialize = withNewline(msg)
 	case "logging/setLevel":
-		f.level = bytes.Clone(line)
+		f.level = withNewline(msg)
 	case "resources/subscribe":
 		uri, _ := rawjson.StringMember(params, "uri")
-		f.subs[uri] = bytes.Clone(line)
+		f.subs[uri] = withNewline(msg)
 	case "resources/unsubscribe":
 		uri, _ := rawjson.StringMember(params, "uri")
 		delete(f.subs, uri)
 	case "subscriptions/listen":
-		f.listens[key] = bytes.Clone(line)
+		f.listens[key] = withNewline(msg)
 	}
 }
 

@@ -45,13 +45,13 @@ func TestForwarderNotes(t *testing.T) {
 		`{"jsonrpc":"2.0","id":5,"method":"resources/unsubscribe","params":{"uri":"a://y"}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"subscriptions/listen","params":{}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a:b"}}`,
-		`{"jsonrpc":"2.0","id":"s-1","result":{}}`,   // an answer to the server's request
-		`[{"jsonrpc":"2.0","id":8,"method":"ping"}]`, // a batch: not kept
-		`{"jsonrpc":"2.0","id":9,"method":`,          // malformed: not kept
+		`{"jsonrpc":"2.0","id":"s-1","result":{}}`, // an answer to the server's request
+		`[{"jsonrpc":"2.0","id":8,"method":"ping"}, {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}, {"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"info"}}]`, // a batch: each kept
+		`{"jsonrpc":"2.0","id":9,"method":`, // malformed: not kept
 	} {
 		f.note([]byte(line + "\n"))
 	}
-	if f.initialize == nil || !f.initialized || !bytes.Contains(f.level, []byte(`"lvl"`)) {
+	if f.initialize == nil || !f.initialized || string(f.level) != `{"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"info"}}`+"\n" {
 		t.Errorf("initialize %q, initialized %v, level %q", f.initialize, f.initialized, f.level)
 	}
 	if len(f.subs) != 1 || f.subs["a://x"] == nil {
@@ -60,22 +60,22 @@ func TestForwarderNotes(t *testing.T) {
 	if len(f.listens) != 1 || f.listens["6"] == nil {
 		t.Errorf("listens: %q", f.listens)
 	}
-	for _, id := range []string{"1", `"lvl"`, "3", "4", "5", "6", "7"} {
+	for _, id := range []string{"1", `"lvl"`, "3", "4", "5", "6", "8", "10"} {
 		if _, ok := f.inflight[id]; !ok {
 			t.Errorf("request %s is not in flight: %v", id, f.inflight)
 		}
 	}
-	if len(f.inflight) != 7 {
+	if len(f.inflight) != 8 {
 		t.Errorf("in flight: %v", f.inflight)
 	}
 	owed := f.owed
 
 	// The receipts retire them, read in any parts; the session's ID for an answer to a line it
 	// could not read retires nothing.
-	f.receipted([]byte("7\n\"l"))
+	f.receipted([]byte("8\n10\n\"l"))
 	f.receipted([]byte("vl\"\nnull\n6"))
-	if _, ok := f.inflight["7"]; ok {
-		t.Error("request 7 is in flight after its receipt")
+	if _, ok := f.inflight["8"]; ok {
+		t.Error("request 8 (of a batch) is in flight after its receipt")
 	}
 	if _, ok := f.inflight[`"lvl"`]; ok {
 		t.Error(`request "lvl" is in flight after its receipt`)
@@ -87,7 +87,7 @@ func TestForwarderNotes(t *testing.T) {
 	if _, ok := f.listens["6"]; ok {
 		t.Error("the listen 6 is open after its answer")
 	}
-	if len(f.inflight) != 4 || f.owed != owed-receiptSize("7")-receiptSize(`"lvl"`)-receiptSize("6") {
+	if len(f.inflight) != 4 || f.owed != owed-receiptSize("8")-receiptSize("10")-receiptSize(`"lvl"`)-receiptSize("6") {
 		t.Errorf("in flight: %v, owed %d of %d", f.inflight, f.owed, owed)
 	}
 }
