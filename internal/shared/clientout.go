@@ -254,21 +254,22 @@ func (o *clientOut) split(b []byte) []outSpan {
 }
 
 // batchIDs are the IDs of the requests that the batch's answer at the start of b answers (as
-// the session writes one: stdio.writeBatch, the protocol of 2025-03-26 and before), one line
-// each, for its receipt; nil when there are none, or the array does not end in b. They are
-// kept in o.batch until the next split.
+// the session writes one, in one write: stdio.writeBatch, the protocol of 2025-03-26 and
+// before), one line each, for its receipt; nil when there are none, or the array does not end
+// in b. They are kept in o.batch until the next split.
 func (o *clientOut) batchIDs(b []byte) []byte {
 	if i := bytes.IndexByte(b, '\n'); i >= 0 {
 		b = b[:i]
 	}
 	start := len(o.batch)
-	rawjson.Array(b, func(s, e int) bool {
+	whole := rawjson.Array(b, func(s, e int) bool {
 		if id, _ := answerID(b[s:e]); id != nil {
 			o.batch = append(append(o.batch, id...), '\n')
 		}
 		return true
 	})
-	if len(o.batch) == start {
+	if !whole || len(o.batch) == start {
+		o.batch = o.batch[:start]
 		return nil
 	}
 	return o.batch[start : len(o.batch)-1]

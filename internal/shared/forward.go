@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
@@ -425,15 +426,35 @@ func (f *forwarder) note(line []byte) {
 	msg := bytes.TrimSpace(line)
 	if len(msg) > 0 && msg[0] == '[' {
 		// A batch (2025-03-26 and before: "MAY be batched"): each of its messages is noted
-		// as sent alone; their answers come back in one array, whose receipt names each
-		// (clientOut.batchIDs).
-		rawjson.Array(msg, func(s, e int) bool {
-			f.noteMessage(msg[s:e])
-			return true
-		})
+		// as sent alone, when the session takes it apart; their answers come back in one
+		// array, whose receipt names each (clientOut.batchIDs). Any other batch the session
+		// answers with one error, with no ID, and none of its messages does anything.
+		if json.Valid(msg) && f.takesBatches() {
+			rawjson.Array(msg, func(s, e int) bool {
+				f.noteMessage(msg[s:e])
+				return true
+			})
+		}
 		return
 	}
 	f.noteMessage(msg)
+}
+
+// takesBatches reports whether the session takes the client's batches apart, as it does
+// (the aggregator's session.batches) once its client initialized with a protocol version
+// before 2025-06-18, which removed them: one the aggregator speaks, and so answers with.
+// Callers hold f.mu.
+func (f *forwarder) takesBatches() bool {
+	if f.initialize == nil {
+		return false
+	}
+	line := bytes.TrimSpace(f.initialize)
+	ps, pe, ok := rawjson.Member(line, "params")
+	if !ok {
+		return false
+	}
+	v, _ := rawjson.StringMember(line[ps:pe], "protocolVersion")
+	return era.Speaks(v) && v < "2025-06-18"
 }
 
 // noteMessage is note for one message (msg, without its newline).

@@ -37,7 +37,7 @@ func newTestForwarder(out *os.File) *forwarder {
 func TestForwarderNotes(t *testing.T) {
 	f := newTestForwarder(nil)
 	for _, line := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`,
 		`{"method":"notifications/initialized","jsonrpc":"2.0"}`,
 		`{ "params": {"level":"error"}, "method" : "logging/setLevel", "id" : "lvl", "jsonrpc":"2.0" }`,
 		`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"a://x"}}`,
@@ -89,6 +89,23 @@ func TestForwarderNotes(t *testing.T) {
 	}
 	if len(f.inflight) != 4 || f.owed != owed-receiptSize("8")-receiptSize("10")-receiptSize(`"lvl"`)-receiptSize("6") {
 		t.Errorf("in flight: %v, owed %d of %d", f.inflight, f.owed, owed)
+	}
+}
+
+// A batch the session does not take apart (its client's version removed batches, or it is
+// not JSON) is answered with one error, with no ID: none of its messages is kept.
+func TestForwarderBatchesRefused(t *testing.T) {
+	for _, c := range []struct{ version, batch string }{
+		{"2025-06-18", `[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]`},
+		{"2024-10-07", `[{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"info"}}]`}, // not spoken: answered as the latest
+		{"2025-03-26", `[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}, {"jsonrpc":"2.0","id":3,"method":`},
+	} {
+		f := newTestForwarder(nil)
+		f.note([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + c.version + `"}}` + "\n"))
+		f.note([]byte(c.batch + "\n"))
+		if _, ok := f.inflight["1"]; !ok || len(f.inflight) != 1 || f.level != nil {
+			t.Errorf("%s, %s: in flight %v, level %q; want the initialize alone", c.version, c.batch, f.inflight, f.level)
+		}
 	}
 }
 

@@ -111,7 +111,10 @@ func (c *Conn) writeBatch(b *batch) {
 		return
 	}
 	parts = append(parts, []byte("]\n"))
-	_ = c.WriteParts(parts...)
+	// In one part: written in one write, however large its answers (writeParts writes a large
+	// part on its own), so that a reader of the output sees the array whole (a shared
+	// process's receipts name each request it answers).
+	_ = c.WriteParts(slices.Concat(parts...))
 }
 
 func (c *Conn) writeBatchLine(line []byte) { _ = c.WriteParts(line, []byte("\n")) }

@@ -150,3 +150,32 @@ func FuzzBatch(f *testing.F) {
 		}
 	})
 }
+
+// writesRecorder keeps each write apart.
+type writesRecorder struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (w *writesRecorder) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, string(p))
+	return len(p), nil
+}
+
+// A batch's answer is written in one write, however large its answers: a reader of the output
+// sees the array whole (a shared process's receipts name each request it answers).
+func TestBatchAnswerInOneWrite(t *testing.T) {
+	var out writesRecorder
+	c := New(strings.NewReader(`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`+"\n"), &out, &Options{Batches: func() bool { return true }})
+	readAll(t, c)
+	id := func(v any) jsonrpc.ID { i, _ := jsonrpc.MakeID(v); return i }
+	large := `"` + strings.Repeat("x", 100<<10) + `"`
+	c.WriteResponse(id(float64(1)), json.RawMessage(large), nil)
+	c.WriteResponse(id(float64(2)), json.RawMessage(`{}`), nil)
+	want := `[{"jsonrpc":"2.0","id":1,"result":` + large + `},{"jsonrpc":"2.0","id":2,"result":{}}]` + "\n"
+	if len(out.writes) != 1 || out.writes[0] != want {
+		t.Errorf("the batch's answer in %d writes (want 1), of %d bytes in all", len(out.writes), len(strings.Join(out.writes, "")))
+	}
+}
