@@ -44,11 +44,12 @@ func (b *Burst) end() {
 	b.mu.Lock()
 	b.active.Add(-1)
 	held := b.held
-	b.held = nil
-	b.mu.Unlock()
 	if len(held) == 0 {
+		b.mu.Unlock()
 		return
 	}
+	b.held = nil
+	b.mu.Unlock()
 	for _, c := range held {
 		c.flushHeld()
 	}
