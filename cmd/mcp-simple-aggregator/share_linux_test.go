@@ -1113,6 +1113,38 @@ func TestFaultShareKilled(t *testing.T) {
 	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
+// What a new shared process is given again is what the client set up and the session took: a
+// log level refused after one that was taken leaves the one taken.
+func TestFaultShareKilledSetupRefused(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag, "-full")+`}}`)
+	s0 := shareClient(t, path, "s0")
+	if m := s0.call("logging/setLevel", `{"level":"error"}`); m.Error != nil {
+		t.Fatalf("setLevel error: %s", m.Line)
+	}
+	if m := s0.call("logging/setLevel", `{"level":"loud"}`); m.Error == nil {
+		t.Fatalf("setLevel of no level: %s", m.Line)
+	}
+	daemons := sharedProcs(dir)
+	if len(daemons) != 1 {
+		t.Fatalf("%d shared processes", len(daemons))
+	}
+	syscall.Kill(daemons[0], syscall.SIGKILL)
+	waitFor(t, "a call after the restart", func() bool {
+		m := s0.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`)
+		return strings.Contains(string(m.Result), `{"back":1}`)
+	})
+	before, _ := s0.got("notifications/message")
+	s0.call("tools/call", `{"name":"a:log","arguments":{}}`)
+	waitFor(t, "s0's logs", func() bool { l, _ := s0.got("notifications/message"); return len(l) >= len(before)+4 })
+	time.Sleep(100 * time.Millisecond)
+	if l, _ := s0.got("notifications/message"); len(l) != len(before)+4 {
+		t.Errorf("s0 got %d log messages after the restart, want 4 (at level error)", len(l)-len(before))
+	}
+	endShared(t, dir, tag, s0.peer)
+}
+
 // A batch in flight (2025-03-26) when the shared process is killed: each of its requests is
 // answered with an error, as a request sent alone is; a batch answered before the kill is not
 // answered again (the receipt of its answer named each of its requests).

@@ -239,7 +239,11 @@ func (o *clientOut) split(b []byte) []outSpan {
 		} else if b[at] == '[' {
 			s.id = o.batchIDs(b[at:])
 		} else {
-			s.id, s.skip = answerID(b[at:])
+			var failed bool
+			s.id, s.skip, failed = answerID(b[at:])
+			if failed && s.id != nil {
+				s.id = o.failedID(s.id)
+			}
 		}
 		if i := bytes.IndexByte(b[at:], '\n'); i >= 0 {
 			s.to, s.ends = at+i+1, true
@@ -263,7 +267,10 @@ func (o *clientOut) batchIDs(b []byte) []byte {
 	}
 	start := len(o.batch)
 	whole := rawjson.Array(b, func(s, e int) bool {
-		if id, _ := answerID(b[s:e]); id != nil {
+		if id, _, failed := answerID(b[s:e]); id != nil {
+			if failed {
+				o.batch = append(o.batch, '!')
+			}
 			o.batch = append(append(o.batch, id...), '\n')
 		}
 		return true
@@ -275,23 +282,33 @@ func (o *clientOut) batchIDs(b []byte) []byte {
 	return o.batch[start : len(o.batch)-1]
 }
 
+// failedID is the receipt of an error answer to the request of ID id: "!" and the ID, kept in
+// o.batch until the next split.
+func (o *clientOut) failedID(id []byte) []byte {
+	start := len(o.batch)
+	o.batch = append(append(o.batch, '!'), id...)
+	return o.batch[start:]
+}
+
 // answerID is the ID of the request that the message at the start of line answers (as the
 // session writes answers: stdio.Response), nil if it is not an answer or its start is not
-// whole in line; again says it answers a request the forwarder sent again.
-func answerID(line []byte) (id []byte, again bool) {
+// whole in line; again says it answers a request the forwarder sent again, failed that it is
+// an error.
+func answerID(line []byte) (id []byte, again, failed bool) {
 	rest, ok := bytes.CutPrefix(line, responseHead)
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
 	end := idEnd(rest)
 	if end < 0 {
-		return nil, false
+		return nil, false, false
 	}
 	after := rest[end:]
-	if !bytes.HasPrefix(after, []byte(`,"result"`)) && !bytes.HasPrefix(after, []byte(`,"error"`)) {
-		return nil, false // a request of the server's
+	failed = bytes.HasPrefix(after, []byte(`,"error"`))
+	if !failed && !bytes.HasPrefix(after, []byte(`,"result"`)) {
+		return nil, false, false // a request of the server's
 	}
-	return rest[:end], bytes.HasPrefix(rest, againPrefix)
+	return rest[:end], bytes.HasPrefix(rest, againPrefix), failed
 }
 
 // receipts writes recs to the receipts without waiting: what the pipe does not take at once is

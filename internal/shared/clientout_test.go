@@ -90,7 +90,7 @@ func TestClientOutReceipts(t *testing.T) {
 	if got := readAll(t, client); got != want {
 		t.Errorf("the client got:\n%s\nwant:\n%s", got, want)
 	}
-	if got := readAll(t, receipts); got != "7\n\"a\\\"b\"\n8\n" {
+	if got := readAll(t, receipts); got != "7\n!\"a\\\"b\"\n8\n" { // "!": an error
 		t.Errorf("receipts %q", got)
 	}
 }
@@ -106,14 +106,14 @@ func TestClientOutBatchReceipts(t *testing.T) {
 	if n, err := o.write([]byte(batch+`[1,2]`+"\n"+other), limited(o, 1000)); err != nil || n != len(batch)+6+len(other) {
 		t.Fatalf("write: %d, %v", n, err)
 	}
-	if got := readAll(t, receipts); got != "1\n\"b\"\n3\n4\n" {
+	if got := readAll(t, receipts); got != "1\n!\"b\"\n3\n4\n" {
 		t.Errorf("receipts %q", got)
 	}
 	for i, step := range []struct {
 		in       string
 		accept   int
 		receipts string
-	}{{batch, 40, "+\n"}, {batch[40:], 1000, "1\n\"b\"\n3\n"}} {
+	}{{batch, 40, "+\n"}, {batch[40:], 1000, "1\n!\"b\"\n3\n"}} {
 		if n, err := o.write([]byte(step.in), limited(o, step.accept)); err != nil || n != min(step.accept, len(step.in)) {
 			t.Fatalf("step %d: %d, %v", i, n, err)
 		}

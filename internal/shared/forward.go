@@ -88,7 +88,7 @@ func Forward(o ForwardOptions) (int, error) {
 }
 
 func newForwarder(o ForwardOptions, sess *Session) *forwarder {
-	f := &forwarder{o: o, sess: sess, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}}
+	f := &forwarder{o: o, sess: sess, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}, setting: map[string]setting{}}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -140,10 +140,16 @@ type forwarder struct {
 	inflight    map[string]string // the client's unanswered requests: method by encoded ID
 	initialize  []byte            // its initialize request
 	initialized bool              // it sent notifications/initialized
-	level       []byte            // its last logging/setLevel request
-	subs        map[string][]byte // its resources/subscribe requests, by URI
+	level       []byte            // its last logging/setLevel request that succeeded
+	subs        map[string][]byte // its resources/subscribe requests that succeeded, by URI
 	listens     map[string][]byte // its open subscriptions/listen requests, by encoded ID
 	seq         int               // the requests sent again
+	// setting are its setLevel and subscribe requests in flight, by encoded ID: kept once
+	// their receipt says they succeeded (a refused one sets up nothing; one in flight when a
+	// shared process ends is answered with an error). levelSeq orders the levels kept.
+	setting  map[string]setting
+	levels   int // the setLevel requests sent
+	levelSeq int // which of them is level
 
 	// The receipts read: owed is what the receipts of the requests in flight may hold, loose
 	// what those of the other lines sent since the last reading may (the session answers a
@@ -499,16 +505,46 @@ func (f *forwarder) noteMessage(msg []byte) {
 	case "initialize":
 		f.initialize = withNewline(msg)
 	case "logging/setLevel":
-		f.level = withNewline(msg)
+		f.levels++
+		f.setting[key] = setting{line: withNewline(msg), seq: f.levels}
 	case "resources/subscribe":
 		uri, _ := rawjson.StringMember(params, "uri")
-		f.subs[uri] = withNewline(msg)
+		f.setting[key] = setting{line: withNewline(msg), uri: uri, sub: true}
 	case "resources/unsubscribe":
 		uri, _ := rawjson.StringMember(params, "uri")
 		delete(f.subs, uri)
+		for k, st := range f.setting {
+			if st.sub && st.uri == uri {
+				delete(f.setting, k) // a subscribe sent before it, not yet answered
+			}
+		}
 	case "subscriptions/listen":
 		f.listens[key] = withNewline(msg)
 	}
+}
+
+// setting is a request of the client's that sets up what a new shared process is given again:
+// a logging/setLevel (seq orders them), or a resources/subscribe (sub) of a URI.
+type setting struct {
+	line []byte
+	seq  int
+	uri  string
+	sub  bool
+}
+
+// answered takes the receipt of the answer to the request of ID key: ok when it succeeded. A
+// setLevel or subscribe that succeeded is kept, to be sent again to a new shared process.
+// Callers hold f.mu.
+func (f *forwarder) answered(key string, ok bool) {
+	if st, found := f.setting[key]; found && ok {
+		switch {
+		case st.sub:
+			f.subs[st.uri] = st.line
+		case st.seq > f.levelSeq: // answers may come out of order: the last sent counts
+			f.level, f.levelSeq = st.line, st.seq
+		}
+	}
+	f.retire(key)
 }
 
 // drainAt is what the receipts may hold (owed and loose) before the forwarder reads them, well
@@ -518,8 +554,9 @@ func (f *forwarder) noteMessage(msg []byte) {
 const drainAt = 16 << 10
 
 // receiptSize is the most the receipt of the answer to the request of ID key may take: the
-// answer writes the ID again, which can be longer (a string's "<" is "\u003c" there).
-func receiptSize(key string) int { return 6*len(key) + 2 }
+// answer writes the ID again, which can be longer (a string's "<" is "\u003c" there), with "!"
+// before it for an error.
+func receiptSize(key string) int { return 6*len(key) + 3 }
 
 // looseReceipt is the most the receipt of an answer to a line the session could not read may
 // take ("null", or a short ID it found).
@@ -561,8 +598,13 @@ func (f *forwarder) receipted(recs []byte) {
 		case "-":
 			f.open = false
 		default:
+			// The ID of an answer; "!" before it: an error (clientOut.receipt).
 			f.open = false
-			f.retire(idKey(rec))
+			failed := rec[0] == '!'
+			if failed {
+				rec = rec[1:]
+			}
+			f.answered(idKey(rec), !failed)
 		}
 	}
 	f.carry = append(f.carry[:0], rest...)
@@ -630,6 +672,7 @@ func (f *forwarder) retire(key string) {
 		f.owed -= receiptSize(key)
 	}
 	delete(f.listens, key)
+	delete(f.setting, key)
 }
 
 // failInflight answers the client's requests in flight with an error: the shared process that

@@ -51,11 +51,12 @@ func TestForwarderNotes(t *testing.T) {
 	} {
 		f.note([]byte(line + "\n"))
 	}
-	if f.initialize == nil || !f.initialized || string(f.level) != `{"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"info"}}`+"\n" {
-		t.Errorf("initialize %q, initialized %v, level %q", f.initialize, f.initialized, f.level)
+	// A log level or a subscription is kept once its answer says it succeeded (below).
+	if f.initialize == nil || !f.initialized || f.level != nil || len(f.subs) != 0 {
+		t.Errorf("initialize %q, initialized %v, level %q, subscriptions %q", f.initialize, f.initialized, f.level, f.subs)
 	}
-	if len(f.subs) != 1 || f.subs["a://x"] == nil {
-		t.Errorf("subscriptions: %q", f.subs)
+	if _, ok := f.setting["4"]; ok || len(f.setting) != 3 {
+		t.Errorf("setting up: %v; want the levels and the subscription not unsubscribed", f.setting)
 	}
 	if len(f.listens) != 1 || f.listens["6"] == nil {
 		t.Errorf("listens: %q", f.listens)
@@ -89,6 +90,18 @@ func TestForwarderNotes(t *testing.T) {
 	}
 	if len(f.inflight) != 4 || f.owed != owed-receiptSize("8")-receiptSize("10")-receiptSize(`"lvl"`)-receiptSize("6") {
 		t.Errorf("in flight: %v, owed %d of %d", f.inflight, f.owed, owed)
+	}
+	// The level kept is the last sent of those that succeeded, whatever order their answers
+	// came in; a refused one, or a subscription refused, sets up nothing.
+	level10 := `{"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"info"}}` + "\n"
+	if string(f.level) != level10 {
+		t.Errorf("level %q, want request 10's", f.level)
+	}
+	f.note([]byte(`{"jsonrpc":"2.0","id":11,"method":"logging/setLevel","params":{"level":"bogus"}}` + "\n"))
+	f.note([]byte(`{"jsonrpc":"2.0","id":12,"method":"resources/subscribe","params":{"uri":"a://z"}}` + "\n"))
+	f.receipted([]byte("3\n!11\n!12\n"))
+	if string(f.level) != level10 || len(f.subs) != 1 || f.subs["a://x"] == nil || len(f.setting) != 0 {
+		t.Errorf("level %q, subscriptions %q, setting up %v; want request 10's level and a://x", f.level, f.subs, f.setting)
 	}
 }
 
@@ -250,7 +263,7 @@ func TestForwarderReplay(t *testing.T) {
 	for _, l := range []string{lines[0], lines[2]} {
 		id := l[strings.Index(l, `"id":`)+5:]
 		id = id[:idEnd([]byte(id))]
-		if _, again := answerID([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}` + "\n")); !again {
+		if _, again, _ := answerID([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}` + "\n")); !again {
 			t.Errorf("the answer to %s would reach the client", l)
 		}
 	}
@@ -306,8 +319,8 @@ func TestForwarderBatches(t *testing.T) {
 	if len(conn.writes) != 2 || conn.writes[0] != lines[0]+lines[1] || conn.writes[1] != lines[2] {
 		t.Errorf("written: %q", conn.writes)
 	}
-	if len(f.inflight) != 3 || f.level == nil {
-		t.Errorf("in flight %v, level %q", f.inflight, f.level)
+	if _, ok := f.setting["2"]; len(f.inflight) != 3 || !ok {
+		t.Errorf("in flight %v, setting up %v", f.inflight, f.setting)
 	}
 }
 
