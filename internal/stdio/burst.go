@@ -104,9 +104,15 @@ func (b *Burst) hold(c *Conn, failed func(error), id jsonrpc.ID, parts [][]byte)
 		c.held.data = append(c.held.data, p...)
 	}
 	if failed != nil {
+		if c.held.failed == nil {
+			c.held.failed = make([]func(error), 0, burstWrites) // not grown write by write
+		}
 		c.held.failed = append(c.held.failed, failed)
 	}
 	if id.IsValid() {
+		if c.held.ids == nil {
+			c.held.ids = make([]jsonrpc.ID, 0, burstWrites)
+		}
 		c.held.ids = append(c.held.ids, id)
 	}
 	c.qmu.Unlock()
@@ -115,6 +121,10 @@ func (b *Burst) hold(c *Conn, failed func(error), id jsonrpc.ID, parts [][]byte)
 	}
 	return true
 }
+
+// burstWrites is room for the writes of a usual burst to one Conn (as many as eight callers
+// at once make), made at its first.
+const burstWrites = 8
 
 // heldWrites are the writes a Conn holds for a burst: their bytes, in order, and the functions
 // to tell should they fail. Guarded by Conn.qmu.
