@@ -70,7 +70,8 @@ func (se *session) callNamed(req *jsonrpc.Request, k kind) {
 	// extra scan is made only when some server offers tasks.
 	task := k == kindTools && se.a.tasksCaps != nil && rawjson.Has(req.Params, "task")
 	c := &call{to: e.server, doing: doing, subject: e.original, task: task, label: what, value: e.exposed}
-	se.forward(req, c, progressToken(req.Params, ms, me), req.Params[:ns], e.quoted, req.Params[ne:])
+	c.parts = [3][]byte{req.Params[:ns], e.quoted, req.Params[ne:]} // in the call: no slice made for them
+	se.forward(req, c, progressToken(req.Params, ms, me), c.parts[:]...)
 }
 
 // callResource forwards resources/read, subscribe and unsubscribe to the owner of the URI.

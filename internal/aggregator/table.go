@@ -87,6 +87,9 @@ type call struct {
 	stop context.CancelCauseFunc
 	// params are the params of a server's parked request (suspend.go).
 	params json.RawMessage
+	// parts are the params of a client's call by name in parts, its tool's or prompt's name
+	// replaced by the server's (callNamed).
+	parts [3][]byte
 	// enveloped says that the params of the client's request carry the modern envelope (a
 	// modern client's, or a retry's of fulfil): a modern server takes them as they are, a
 	// legacy one without it.
