@@ -36,11 +36,15 @@ func (c *Conn) Write(msg jsonrpc.Message) error {
 // WriteResponse writes the response to request id with an encoded result or error object,
 // as they are; held during a burst of Options.HeldBy.
 func (c *Conn) WriteResponse(id jsonrpc.ID, result, errObj json.RawMessage) error {
-	idJSON, err := EncodeID(id)
+	// One allocation for the ID and the parts of the usual answer: one is written for every
+	// call.
+	r := new(responseParts)
+	idJSON, err := appendID(r.id[:0], id)
 	if err != nil {
 		return err
 	}
-	parts := Response(idJSON, result, errObj)
+	r.parts = responseOf(idJSON, result, errObj)
+	parts := r.parts[:]
 	if c.inBatches.Load() == 0 && c.holdResponse(id, parts) {
 		return nil
 	}
@@ -63,13 +67,19 @@ func (c *Conn) holdResponse(id jsonrpc.ID, parts [][]byte) bool {
 // an error object when errObj is not nil, in parts: the values are parts of their own, never
 // copied or re-encoded. It is the one place a response is built.
 func Response(id, result, errObj json.RawMessage) [][]byte {
+	parts := responseOf(id, result, errObj)
+	return parts[:]
+}
+
+// responseOf is Response's parts, in an array.
+func responseOf(id, result, errObj json.RawMessage) [5][]byte {
 	if errObj != nil {
-		return [][]byte{responseHead, id, errorMember, errObj, lineEnd}
+		return [5][]byte{responseHead, id, errorMember, errObj, lineEnd}
 	}
 	if len(result) == 0 {
 		result = null // the peer sent neither: keep the line valid JSON
 	}
-	return [][]byte{responseHead, id, resultMember, result, lineEnd}
+	return [5][]byte{responseHead, id, resultMember, result, lineEnd}
 }
 
 // The constant parts of a response (never written to).
@@ -87,14 +97,23 @@ func ErrorObject(code int64, data json.RawMessage, msg string) json.RawMessage {
 	return b
 }
 
+// responseParts holds what WriteResponse builds: the parts, and room for the ID.
+type responseParts struct {
+	parts [5][]byte
+	id    [24]byte
+}
+
 // EncodeID is a request ID as JSON: a number as it is, a string quoted.
-func EncodeID(id jsonrpc.ID) (json.RawMessage, error) {
+func EncodeID(id jsonrpc.ID) (json.RawMessage, error) { return appendID(nil, id) }
+
+// appendID is EncodeID appending to b (the common IDs; an unusual one is made anew).
+func appendID(b []byte, id jsonrpc.ID) ([]byte, error) {
 	switch v := id.Raw().(type) {
 	case int64:
-		return strconv.AppendInt(nil, v, 10), nil
+		return strconv.AppendInt(b, v, 10), nil
 	case string:
 		if plain(v) {
-			return append(append(append(make([]byte, 0, len(v)+2), '"'), v...), '"'), nil
+			return append(append(append(b, '"'), v...), '"'), nil
 		}
 	}
 	return json.Marshal(id.Raw())
