@@ -87,6 +87,9 @@ type call struct {
 	stop context.CancelCauseFunc
 	// params are the params of a server's parked request (suspend.go).
 	params json.RawMessage
+	// agg is the aggregator that sent it to its server, told should the write fail
+	// (WriteFailed).
+	agg *Aggregator
 	// parts are the params of a client's call by name in parts, its tool's or prompt's name
 	// replaced by the server's (callNamed).
 	parts [3][]byte

@@ -108,17 +108,8 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 		send = s.conn.Send
 	}
 	msg := stdio.Request(c.toID, c.method, params...)
-	onErr := func(err error) {
-		if !a.inflight.take(c) {
-			return
-		}
-		if c.req == nil {
-			a.fail(c, "cannot be written to ("+err.Error()+")")
-			return
-		}
-		c.unanswered() // it never reached the server: what it set up or its turn is taken back
-		a.unwritten(c, err)
-	}
+	c.agg = a
+	onErr := stdio.WriteFailure(c) // WriteFailed
 	if c.turn != nil {
 		// Written now, or once its session's turn comes (turns.go), by whoever ends the turn
 		// before it: not held for its client's burst then.
@@ -133,6 +124,22 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	}
 	send(onErr, msg...)
 	return addOK
+}
+
+// WriteFailed takes the failure of the write of c to its server (sendToServer): an
+// aggregator's own call fails; a client's, which never reached the server, is dealt with by
+// unwritten. One answered or cancelled meanwhile is left alone.
+func (c *call) WriteFailed(err error) {
+	a := c.agg
+	if !a.inflight.take(c) {
+		return
+	}
+	if c.req == nil {
+		a.fail(c, "cannot be written to ("+err.Error()+")")
+		return
+	}
+	c.unanswered() // it never reached the server: what it set up or its turn is taken back
+	a.unwritten(c, err)
 }
 
 // await holds the client's call c in the table until ready is closed (what it waits for is

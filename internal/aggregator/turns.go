@@ -56,7 +56,7 @@ type turn struct {
 // goes at once, the usual case, needs no function made to write it later.
 type pendingWrite struct {
 	conn   *stdio.Conn
-	failed func(error)
+	failed stdio.WriteFailure
 	msg    [][]byte
 }
 

@@ -76,7 +76,7 @@ func (b *Burst) Hold(handle func()) {
 // hold adds parts to the writes held for c, when a burst is active; it reports false when none
 // is, and the caller writes them now. id, when valid, is the request they answer, answered once
 // written.
-func (b *Burst) hold(c *Conn, failed func(error), id jsonrpc.ID, parts [][]byte) bool {
+func (b *Burst) hold(c *Conn, failed WriteFailure, id jsonrpc.ID, parts [][]byte) bool {
 	if b == nil || b.active.Load() == 0 {
 		return false
 	}
@@ -105,7 +105,7 @@ func (b *Burst) hold(c *Conn, failed func(error), id jsonrpc.ID, parts [][]byte)
 	}
 	if failed != nil {
 		if c.held.failed == nil {
-			c.held.failed = make([]func(error), 0, burstWrites) // not grown write by write
+			c.held.failed = make([]WriteFailure, 0, burstWrites) // not grown write by write
 		}
 		c.held.failed = append(c.held.failed, failed)
 	}
@@ -130,7 +130,7 @@ const burstWrites = 8
 // to tell should they fail. Guarded by Conn.qmu.
 type heldWrites struct {
 	data   []byte
-	failed []func(error)
+	failed []WriteFailure
 	ids    []jsonrpc.ID // responses among them, answered once written (Options.DrainOnEOF)
 }
 
@@ -153,8 +153,21 @@ func (h *heldWrites) take() heldWrites {
 }
 
 // fail tells the held writes' senders that they could not be written.
-func (h heldWrites) fail(err error) {
-	for _, f := range h.failed {
-		f(err)
+func (h heldWrites) fail(err error) { failures(h.failed).WriteFailed(err) }
+
+// failures is who fail tells, as one WriteFailure (nil for none), for a write of them queued.
+func (h heldWrites) failures() WriteFailure {
+	if len(h.failed) == 0 {
+		return nil
+	}
+	return failures(h.failed)
+}
+
+// failures are several writes' WriteFailures, told together.
+type failures []WriteFailure
+
+func (fs failures) WriteFailed(err error) {
+	for _, f := range fs {
+		f.WriteFailed(err)
 	}
 }

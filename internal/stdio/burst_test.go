@@ -57,7 +57,7 @@ func TestBurstHoldsAndWritesTogether(t *testing.T) {
 		if _, err := in.Read(); err != nil {
 			t.Fatal(err)
 		}
-		out.SendHeld(func(err error) { t.Errorf("message %d: %v", i, err) }, []byte(fmt.Sprintf(`{"i":%d}`+"\n", i)))
+		out.SendHeld(OnFailure(func(err error) { t.Errorf("message %d: %v", i, err) }), []byte(fmt.Sprintf(`{"i":%d}`+"\n", i)))
 		if i < 2 {
 			nothingArrives(t, peer)
 		}

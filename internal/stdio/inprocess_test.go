@@ -169,7 +169,7 @@ func TestNeverWaitCloseUnread(t *testing.T) {
 	defer r.Close()
 	c := New(nil, w, &Options{NeverWait: true})
 	failed := make(chan error, 1)
-	c.Send(func(err error) { failed <- err }, []byte(strings.Repeat("x", 1<<20)+"\n"))
+	c.Send(OnFailure(func(err error) { failed <- err }), []byte(strings.Repeat("x", 1<<20)+"\n"))
 	closed := make(chan error)
 	go func() { closed <- c.Close() }()
 	select {

@@ -40,7 +40,7 @@ func TestSendDoesNotWaitAndKeepsOrder(t *testing.T) {
 	}()
 	go func() {
 		for i := range n {
-			c.Send(func(err error) { t.Errorf("message %d: %v", i, err) },
+			c.Send(OnFailure(func(err error) { t.Errorf("message %d: %v", i, err) }),
 				[]byte(`{"jsonrpc":"2.0","method":"m","params":{"i":`), []byte(fmt.Sprint(i)), []byte(`,"pad":"`+pad+`"}}`+"\n"))
 		}
 		close(sent)
@@ -87,8 +87,8 @@ func TestSendReportsFailure(t *testing.T) {
 	c := New(strings.NewReader(""), w, nil)
 	defer c.Close()
 	failed := make(chan error, 2)
-	c.Send(func(err error) { failed <- err }, []byte("{}\n"))                              // written at once
-	c.Send(func(err error) { failed <- err }, []byte(strings.Repeat(" ", 100<<10)+"{}\n")) // by the background writer
+	c.Send(OnFailure(func(err error) { failed <- err }), []byte("{}\n"))                              // written at once
+	c.Send(OnFailure(func(err error) { failed <- err }), []byte(strings.Repeat(" ", 100<<10)+"{}\n")) // by the background writer
 	for range 2 {
 		select {
 		case err := <-failed:

@@ -238,9 +238,22 @@ func (c *Conn) writeParts(first []byte, parts [][]byte) error {
 // fail, and the responses among what it holds, answered once it is written.
 type queued struct {
 	parts  [][]byte
-	failed func(error)
+	failed WriteFailure
 	ids    []jsonrpc.ID
 }
+
+// A WriteFailure is told that a message given to Send could not be written. (An interface, not
+// a function: the sender's record of the message, already made, can be told, and no function
+// is made for every message.)
+type WriteFailure interface {
+	WriteFailed(err error)
+}
+
+// OnFailure is a function as a WriteFailure.
+type OnFailure func(err error)
+
+// WriteFailed calls f.
+func (f OnFailure) WriteFailed(err error) { f(err) }
 
 // sendInline is the largest message Send tries to write at once: what fits into a pipe. It is
 // also the largest that is held during a burst.
@@ -255,11 +268,11 @@ const sendInline = 64 << 10
 //
 // The aggregator forwards the client's calls with Send from the goroutine that reads the
 // client: writing from a new goroutine instead cost a scheduler hop, 40 µs a call here.
-func (c *Conn) Send(failed func(error), parts ...[]byte) {
+func (c *Conn) Send(failed WriteFailure, parts ...[]byte) {
 	c.qmu.Lock()
 	if c.flushers > 0 || c.tryWrite == nil || size(parts)+len(c.held.data) > sendInline || !c.wmu.TryLock() {
 		if held := c.held.take(); len(held.data) > 0 {
-			c.queue = append(c.queue, queued{[][]byte{held.data}, held.fail, held.ids})
+			c.queue = append(c.queue, queued{[][]byte{held.data}, held.failures(), held.ids})
 		}
 		if len(parts) > 0 {
 			c.queue = append(c.queue, queued{parts, failed, nil})
@@ -283,7 +296,7 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		err := fmt.Errorf("write: %w", io.ErrClosedPipe)
 		held.fail(err)
 		if failed != nil {
-			failed(err)
+			failed.WriteFailed(err)
 		}
 		return
 	default:
@@ -311,16 +324,16 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		fail := func(err error) {
 			held.fail(err)
 			if failed != nil {
-				failed(err)
+				failed.WriteFailed(err)
 			}
 		}
 		c.qmu.Lock()
-		first := []queued{{[][]byte{rest}, fail, held.ids}}
+		first := []queued{{[][]byte{rest}, OnFailure(fail), held.ids}}
 		// What a burst held while this was being written came after it, and goes after its
 		// rest: left held, it would be written first, inside this message (writeLocked writes
 		// what is held before its parts).
 		if h := c.held.take(); len(h.data) > 0 {
-			first = append(first, queued{[][]byte{h.data}, h.fail, h.ids})
+			first = append(first, queued{[][]byte{h.data}, h.failures(), h.ids})
 		}
 		c.queue = append(first, c.queue...)
 		c.flushers++
@@ -331,14 +344,14 @@ func (c *Conn) Send(failed func(error), parts ...[]byte) {
 		c.answeredAll(held.ids)
 		held.fail(err)
 		if failed != nil {
-			failed(err)
+			failed.WriteFailed(err)
 		}
 	}
 }
 
 // SendHeld is Send, held during a burst of Options.HeldBy (see Burst): for messages that
 // nothing the burst's readers do waits on.
-func (c *Conn) SendHeld(failed func(error), parts ...[]byte) {
+func (c *Conn) SendHeld(failed WriteFailure, parts ...[]byte) {
 	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, failed, jsonrpc.ID{}, parts) {
 		return
 	}
@@ -377,7 +390,7 @@ func (c *Conn) flush(locked bool) {
 		c.queue = c.queue[1:]
 		c.qmu.Unlock()
 		if err := c.writeLocked(q.parts...); err != nil && q.failed != nil {
-			q.failed(err)
+			q.failed.WriteFailed(err)
 		}
 		c.answeredAll(q.ids)
 	}
