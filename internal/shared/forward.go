@@ -489,9 +489,11 @@ func (f *forwarder) noteMessage(msg []byte) {
 			// "The receiver ... SHOULD NOT send a response for the cancelled request", and the
 			// session sends none (its table drops the request; a listen ends without one): the
 			// forwarder waits for no receipt of it, answers it with no error should the shared
-			// process end, and sends a listen cancelled to no new one.
+			// process end, and sends a listen cancelled to no new one. A setLevel or subscribe
+			// cancelled is kept, as the session keeps it (its answer, if one comes, is not
+			// waited for).
 			if start, end, ok := rawjson.Member(params, "requestId"); ok {
-				f.retire(idKey(params[start:end]))
+				f.answered(idKey(params[start:end]), true)
 			}
 		}
 		return
@@ -597,6 +599,7 @@ func (f *forwarder) receipted(recs []byte) {
 			f.open = true
 		case "-":
 			f.open = false
+		case "":
 		default:
 			// The ID of an answer; "!" before it: an error (clientOut.receipt).
 			f.open = false

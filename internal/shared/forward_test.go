@@ -103,6 +103,14 @@ func TestForwarderNotes(t *testing.T) {
 	if string(f.level) != level10 || len(f.subs) != 1 || f.subs["a://x"] == nil || len(f.setting) != 0 {
 		t.Errorf("level %q, subscriptions %q, setting up %v; want request 10's level and a://x", f.level, f.subs, f.setting)
 	}
+	// One the client cancels is kept, as the session keeps it; an empty receipt line says
+	// nothing.
+	f.note([]byte(`{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"debug"}}` + "\n"))
+	f.note([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":13}}` + "\n"))
+	f.receipted([]byte("\n"))
+	if !strings.Contains(string(f.level), `"id":13`) || len(f.setting) != 0 {
+		t.Errorf("level %q, setting up %v; want the cancelled request 13's level", f.level, f.setting)
+	}
 }
 
 // A batch the session does not take apart (its client's version removed batches, or it is
