@@ -1050,6 +1050,19 @@ func TestFaultShareTasks(t *testing.T) {
 	endShared(t, dir, tag, ss[:]...)
 }
 
+// logsAtError has c's server "a" send its log messages (the fixture's log: eight, four of them
+// at level error or above) and checks that c gets the four: its level, error, filters them.
+func (c *sharedClient) logsAtError(t *testing.T) {
+	t.Helper()
+	before, _ := c.got("notifications/message")
+	c.call("tools/call", `{"name":"a:log","arguments":{}}`)
+	waitFor(t, c.name+"'s logs", func() bool { l, _ := c.got("notifications/message"); return len(l) >= len(before)+4 })
+	time.Sleep(100 * time.Millisecond) // none more comes
+	if l, _ := c.got("notifications/message"); len(l) != len(before)+4 {
+		t.Errorf("%s got %d log messages, want 4 (at level error)", c.name, len(l)-len(before))
+	}
+}
+
 // The shared process killed under load: the sessions go on. Their calls in flight are answered
 // with an error naming what happened, a new shared process runs their servers, what their
 // clients set up (the log level, a subscription) is set up again, and the old servers died
@@ -1103,13 +1116,7 @@ func TestFaultShareKilled(t *testing.T) {
 	if m := s1.call("tools/call", `{"name":"a:touch","arguments":{"uri":"fixture://static/a"}}`); !strings.Contains(string(m.Result), `"subscribed":true`) {
 		t.Errorf("the subscription was not set up again: %s", m.Line)
 	}
-	before, _ := s0.got("notifications/message")
-	s0.call("tools/call", `{"name":"a:log","arguments":{}}`)
-	waitFor(t, "s0's logs", func() bool { l, _ := s0.got("notifications/message"); return len(l) >= len(before)+4 })
-	time.Sleep(100 * time.Millisecond)
-	if l, _ := s0.got("notifications/message"); len(l) != len(before)+4 {
-		t.Errorf("s0 got %d log messages at level error, want 4", len(l)-len(before))
-	}
+	s0.logsAtError(t)
 	endShared(t, dir, tag, s0.peer, s1.peer)
 }
 
@@ -1130,18 +1137,19 @@ func TestFaultShareKilledSetupRefused(t *testing.T) {
 	if len(daemons) != 1 {
 		t.Fatalf("%d shared processes", len(daemons))
 	}
+	// Killed once a call is at the server, well after the receipts of the answers before it
+	// were written (an answer's receipt follows it: a kill between the two answers it again).
+	sleeping := s0.send("tools/call", `{"name":"a:sleep","arguments":{"ms":10000}}`)
+	waitSaid(t, s0.peer, "[a] fixture: sleep of 10000 ms started", 1)
 	syscall.Kill(daemons[0], syscall.SIGKILL)
+	if m := s0.wait(sleeping, "the call in flight"); !strings.Contains(string(m.Error), "ended with the shared process that ran it") {
+		t.Errorf("the call in flight when the shared process was killed: %s", m.Line)
+	}
 	waitFor(t, "a call after the restart", func() bool {
 		m := s0.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`)
 		return strings.Contains(string(m.Result), `{"back":1}`)
 	})
-	before, _ := s0.got("notifications/message")
-	s0.call("tools/call", `{"name":"a:log","arguments":{}}`)
-	waitFor(t, "s0's logs", func() bool { l, _ := s0.got("notifications/message"); return len(l) >= len(before)+4 })
-	time.Sleep(100 * time.Millisecond)
-	if l, _ := s0.got("notifications/message"); len(l) != len(before)+4 {
-		t.Errorf("s0 got %d log messages after the restart, want 4 (at level error)", len(l)-len(before))
-	}
+	s0.logsAtError(t)
 	endShared(t, dir, tag, s0.peer)
 }
 
