@@ -189,7 +189,7 @@ func (cs *clientSession) label() string {
 // 2025-06-18, which removed them (2025-03-26 requires receiving them), once initialized.
 func (se *session) batches() bool {
 	cs := se.hello.Load()
-	return cs != nil && cs.version < "2025-06-18"
+	return cs != nil && era.Batches(cs.version)
 }
 
 // readClient reads the client's messages until its stdin ends.

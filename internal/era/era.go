@@ -71,6 +71,10 @@ func VersionsOf(e Era) []string {
 // Latest is the newest version of era e the aggregator speaks.
 func Latest(e Era) string { return VersionsOf(e)[0] }
 
+// Batches reports whether protocol version v has JSON-RPC batches: the versions before
+// 2025-06-18, which removed them (2025-03-26 requires receiving them).
+func Batches(v string) bool { return v < "2025-06-18" }
+
 // Speaks reports whether the aggregator speaks the protocol version v.
 func Speaks(v string) bool {
 	for _, s := range Versions {

@@ -243,3 +243,12 @@ func TestTaskID(t *testing.T) {
 		}
 	}
 }
+
+// Batches are of the versions before 2025-06-18, which removed them.
+func TestBatches(t *testing.T) {
+	for v, want := range map[string]bool{"2024-11-05": true, "2025-03-26": true, "2025-06-18": false, "2025-11-25": false, "2026-07-28": false} {
+		if got := Batches(v); got != want {
+			t.Errorf("Batches(%s) = %v, want %v", v, got, want)
+		}
+	}
+}

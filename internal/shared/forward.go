@@ -460,7 +460,7 @@ func (f *forwarder) takesBatches() bool {
 		return false
 	}
 	v, _ := rawjson.StringMember(line[ps:pe], "protocolVersion")
-	return era.Speaks(v) && v < "2025-06-18"
+	return era.Speaks(v) && era.Batches(v)
 }
 
 // noteMessage is note for one message (msg, without its newline).

@@ -179,3 +179,11 @@ func TestBatchAnswerInOneWrite(t *testing.T) {
 		t.Errorf("the batch's answer in %d writes (want 1), of %d bytes in all", len(out.writes), len(strings.Join(out.writes, "")))
 	}
 }
+
+// An ID is encoded in one allocation, however long a plain string it is.
+func TestEncodeIDAllocations(t *testing.T) {
+	id, _ := jsonrpc.MakeID(strings.Repeat("agg-3-", 20))
+	if n := testing.AllocsPerRun(100, func() { _, _ = EncodeID(id) }); n != 1 {
+		t.Errorf("EncodeID of a long string: %v allocations, want 1", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -113,6 +114,7 @@ func appendID(b []byte, id jsonrpc.ID) ([]byte, error) {
 		return strconv.AppendInt(b, v, 10), nil
 	case string:
 		if plain(v) {
+			b = slices.Grow(b, len(v)+2) // once, for a long one
 			return append(append(append(b, '"'), v...), '"'), nil
 		}
 	}
