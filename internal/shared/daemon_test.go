@@ -171,12 +171,17 @@ func (d *testDaemon) session(t *testing.T, config string) *testSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, receipts, theirs, err := sessionPipes(outW)
+	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.pipes = []*os.File{in, outR, outW}
-	t.Cleanup(func() { receipts.Close() })
+	before, receipts, j, theirs, err := sessionPipes(outW, inR, d.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.Close() // nothing comes before the client's messages
+	s.pipes = []*os.File{inW, inR, outR, outW}
+	t.Cleanup(func() { receipts.Close(); j.unmap() })
 	for _, h := range []hello{{Protocol: protocol, Kind: kindLog, Session: id}, {Protocol: protocol, Kind: kindHost, Session: id, PID: os.Getpid(), Config: config}} {
 		var files []*os.File
 		if h.Kind == kindHost {

@@ -76,20 +76,34 @@ func Forward(o ForwardOptions) (int, error) {
 			copyOut()
 		}()
 	}
+	in, copyIn, err := clientInput(o.Stdin, o.Stdout, o.Stderr)
+	if err != nil {
+		f.closeOutput()
+		return 0, fmt.Errorf("the client's input: %w", err)
+	}
+	f.in = in
 	l, err := f.connect()
 	if err != nil {
 		f.closeOutput() // as it was, for the unshared session
+		if copyIn == nil {
+			blocking(in)
+		}
 		return 0, err
 	}
 	releaseImage()
-	go f.copyIn()
+	if copyIn != nil {
+		go copyIn()
+	}
 	go f.reloads()
-	return f.serve(l), nil
+	code := f.serve(l)
+	if copyIn == nil {
+		blocking(in) // a shared process made it non-blocking; what reads it next expects it blocking
+	}
+	return code, nil
 }
 
 func newForwarder(o ForwardOptions, sess *Session) *forwarder {
 	f := &forwarder{o: o, sess: sess, inflight: map[string]string{}, subs: map[string][]byte{}, listens: map[string][]byte{}, setting: map[string]setting{}}
-	f.cond = sync.NewCond(&f.mu)
 	return f
 }
 
@@ -125,16 +139,17 @@ type forwarder struct {
 
 	// out is the client's output, which each shared process the session runs in is given
 	// (clientOutput); copied is closed once the forwarder's copy of it ends, when it copies.
+	// in is the client's input, which each shared process reads (clientInput).
 	out    *os.File
 	copied chan struct{}
+	in     *os.File
 
-	mu        sync.Mutex
-	cond      *sync.Cond
-	conn      io.WriteCloser // the pipe of the client's messages to the session; nil while there is none
-	logConn   net.Conn       // the session's log connection
-	receipts  *receiptsEnd   // the session's receipts (clientout.go); nil while there is none
-	inputDone bool           // the client's input ended
-	ended     bool           // the session ended: nothing is sent any more
+	mu       sync.Mutex
+	logConn  net.Conn     // the session's log connection
+	receipts *receiptsEnd // the session's receipts (clientout.go); nil while there is none
+	journal  *journal     // what the shared process read of the client's input; nil while there is none
+	taken    uint64       // how far the forwarder took the journal
+	partial  []byte       // a line of the client's taken in part
 
 	// What the client set up, kept to set it up again in another shared process.
 	inflight    map[string]string // the client's unanswered requests: method by encoded ID
@@ -151,31 +166,31 @@ type forwarder struct {
 	levels   int // the setLevel requests sent
 	levelSeq int // which of them is level
 
-	// The receipts read: owed is what the receipts of the requests in flight may hold, loose
-	// what those of the other lines sent since the last reading may (the session answers a
-	// line it cannot read); open says that the client's output stops in the middle of a line;
-	// carry is a receipt read in part.
-	owed, loose int
-	open        bool
-	carry       []byte
-	rbuf        []byte
+	// The receipts read: open says that the client's output stops in the middle of a line;
+	// carry is a receipt read in part; recs are the receipts read, taken in once the journal is.
+	open  bool
+	carry []byte
+	recs  []byte
 }
 
 // link is a session's link to one shared process: its protocol connection (which the shared
 // process counts while the session lasts, and whose end is the shared process's), its log
-// connection, the pipe of the client's messages and that of the session's receipts
-// (pipes_unix.go).
+// connection, the pipe of what the forwarder gives the session before the client's input (what
+// the client set up, sent again), the session's receipts and its journal (pipes_unix.go,
+// journal_unix.go).
 type link struct {
 	pc, lc   net.Conn
-	in       *os.File
+	before   *os.File
 	receipts *receiptsEnd
+	journal  *journal
 }
 
 func (l link) close() {
 	l.pc.Close()
 	l.lc.Close()
-	l.in.Close()
+	l.before.Close()
 	l.receipts.Close()
+	l.journal.unmap()
 }
 
 // connect makes the session's link to the shared process (starting it when none runs): its
@@ -185,15 +200,19 @@ func (f *forwarder) connect() (l link, err error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	sid := hex.EncodeToString(id[:])
-	in, receipts, theirs, err := sessionPipes(f.out)
+	before, receipts, j, theirs, err := sessionPipes(f.out, f.in, f.sess.place.dir)
 	if err != nil {
 		return l, fmt.Errorf("the session's pipes: %w", err)
 	}
 	defer closeFiles(theirs) // the shared process has them
+	fail := func() {
+		before.Close()
+		receipts.Close()
+		j.unmap()
+	}
 	lc, _, err := f.sess.dial(hello{Protocol: protocol, Kind: kindLog, Session: sid}, nil)
 	if err != nil {
-		in.Close()
-		receipts.Close()
+		fail()
 		return l, err
 	}
 	pc, r, err := f.sess.dial(hello{Protocol: protocol, Kind: kindHost, Session: sid, PID: os.Getpid(),
@@ -206,11 +225,10 @@ func (f *forwarder) connect() (l link, err error) {
 			pc.Close()
 		}
 		lc.Close()
-		in.Close()
-		receipts.Close()
+		fail()
 		return l, err
 	}
-	return link{pc: pc, lc: lc, in: in, receipts: receipts}, nil
+	return link{pc: pc, lc: lc, before: before, receipts: receipts, journal: j}, nil
 }
 
 // taken waits for the shared process to say that it hosts the session (host.go): a connection
@@ -240,18 +258,20 @@ func (f *forwarder) serve(l link) int {
 	for {
 		began := time.Now()
 		f.mu.Lock()
-		f.conn, f.logConn, f.receipts = l.in, l.lc, l.receipts
+		f.logConn, f.receipts, f.journal, f.taken = l.lc, l.receipts, l.journal, 0
 		f.carry = f.carry[:0]
-		f.replay()
-		if f.inputDone {
-			l.in.Close()
-		}
-		f.cond.Broadcast()
+		before := f.replay()
 		f.mu.Unlock()
+		// What comes before the client's input is written without the lock, which the
+		// shared process's end (below) takes: the pipe holds what the client set up, but a
+		// line of the client's taken in part may be larger.
+		go func() {
+			_, _ = l.before.Write(before)
+			l.before.Close()
+		}()
 
 		code, exited := f.readLog(l.lc)
 		if exited { // after the session's last messages, which the shared process wrote first
-			f.end()
 			l.close()
 			f.closeOutput()
 			return code
@@ -259,21 +279,15 @@ func (f *forwarder) serve(l link) int {
 
 		// The shared process ended without ending the session. Its receipts end once it can
 		// write no more to the client (it closes the client's output first when it stops; a
-		// killed process's are closed by its end): what they say is then all it answered.
+		// killed process's are closed by its end): what they say is then all it answered, and
+		// what its journal holds all it read of the client's input.
 		l.pc.Close()
-		l.in.Close()
 		f.mu.Lock()
-		f.drain(l.receipts, true)
+		f.drain(true)
 		l.close()
-		f.conn, f.logConn, f.receipts = nil, nil, nil
+		f.logConn, f.receipts, f.journal = nil, nil, nil
 		f.failInflight()
-		done := f.inputDone
 		f.mu.Unlock()
-		if done {
-			f.end()
-			f.closeOutput()
-			return 0
-		}
 		if time.Since(began) < quickEnd {
 			quickEnds++
 		} else {
@@ -281,7 +295,6 @@ func (f *forwarder) serve(l link) int {
 		}
 		if quickEnds == maxQuickEnds {
 			fmt.Fprintf(f.o.Stderr, "mcp-simple-aggregator: error: the shared process ended %d times in a row within %v of the session's start in it: the session ends (its log is %s)\n", maxQuickEnds, quickEnd, f.sess.place.log)
-			f.end()
 			f.closeOutput()
 			return 1
 		}
@@ -293,7 +306,6 @@ func (f *forwarder) serve(l link) int {
 			}
 			if try == 2 {
 				fmt.Fprintf(f.o.Stderr, "mcp-simple-aggregator: error: the shared process cannot be started again: %v\n", err)
-				f.end()
 				f.closeOutput()
 				return 1
 			}
@@ -309,14 +321,6 @@ const (
 	maxQuickEnds = 5
 )
 
-// end ends the session: nothing more is sent, and the client's reader stops waiting.
-func (f *forwarder) end() {
-	f.mu.Lock()
-	f.ended = true
-	f.cond.Broadcast()
-	f.mu.Unlock()
-}
-
 // readLog copies the session's log to stderr until its exit status (exited) or the end of the
 // connection.
 func (f *forwarder) readLog(lc net.Conn) (code int, exited bool) {
@@ -329,9 +333,13 @@ func (f *forwarder) readLog(lc net.Conn) (code int, exited bool) {
 				if l.Exit != nil {
 					return *l.Exit, true
 				}
-				if l.Drain { // the receipts' pipe is full: read what it holds
+				if l.Drain { // take the journal and the receipts
 					f.mu.Lock()
-					f.drain(f.receipts, false)
+					f.drain(false)
+					if l.Wait { // the journal is full: the session waits for room
+						drained, _ := json.Marshal(logLine{Drained: true})
+						_, _ = lc.Write(append(drained, '\n'))
+					}
 					f.mu.Unlock()
 				}
 				_, _ = io.WriteString(f.o.Stderr, l.Stderr)
@@ -343,92 +351,30 @@ func (f *forwarder) readLog(lc net.Conn) (code int, exited bool) {
 	}
 }
 
-// copyIn copies the client's messages to the shared process, noting what it must keep of
-// them, for the forwarder's life. The whole lines one read brings are sent in one write, as a
-// relay writes what it reads. The client's input is read as it is passed, blocking as a rule,
-// and then yielding now and then (stdio.Yielding says why).
-func (f *forwarder) copyIn() {
-	r := bufio.NewReaderSize(stdio.Yielding(f.o.Stdin), 64<<10)
-	var long []byte  // a line longer than the reader's buffer, gathered whole
-	var batch []byte // lines read, while another whole line is read already
-	for {
-		part, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long = append(long, part...)
-			continue
-		}
-		line := part
-		if long != nil {
-			line = append(long, part...)
-			long = nil
-		}
-		if err == nil && lineBuffered(r) {
-			batch = append(batch, line...)
-			continue
-		}
-		if len(batch) > 0 {
-			line = append(batch, line...)
-		}
-		if len(line) > 0 && !f.send(line) {
+// takeIn takes in what the session read of the client's input, noting each line once whole.
+// Callers hold f.mu.
+func (f *forwarder) takeIn(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			f.partial = append(f.partial, b...)
 			return
 		}
-		batch = batch[:0]
-		if cap(batch) > 1<<20 {
-			batch = nil
+		line := b[:i+1]
+		if len(f.partial) > 0 {
+			line = append(f.partial, line...)
 		}
-		if err != nil { // the end of the client's input
-			f.mu.Lock()
-			f.inputDone = true
-			if f.conn != nil {
-				f.conn.Close() // the session sees the end of its input
-			}
-			f.mu.Unlock()
-			return
-		}
-	}
-}
-
-// lineBuffered says whether r holds a whole line already.
-func lineBuffered(r *bufio.Reader) bool {
-	b, _ := r.Peek(r.Buffered())
-	return bytes.IndexByte(b, '\n') >= 0
-}
-
-// send notes what the lines set up and sends them to the current shared process, waiting for
-// one while there is none; false once the session has ended.
-func (f *forwarder) send(lines []byte) bool {
-	f.mu.Lock()
-	for f.conn == nil && !f.ended {
-		f.cond.Wait()
-	}
-	if f.ended {
-		f.mu.Unlock()
-		return false
-	}
-	for rest := lines; len(rest) > 0; {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line = rest[:i+1]
-		}
-		rest = rest[len(line):]
 		f.note(line)
+		b = b[i+1:]
+		f.partial = f.partial[:0]
+		if cap(f.partial) > 64<<10 {
+			f.partial = nil
+		}
 	}
-	if f.owed+f.loose > drainAt {
-		f.drain(f.receipts, false)
-	}
-	conn := f.conn
-	f.mu.Unlock()
-	// Written without the lock, which the shared process's end (serve) takes: a write that
-	// waits for the session to read must not keep the forwarder from seeing that end. A failed
-	// write is the shared process's end, which serve sees: the requests were noted, and are
-	// answered with an error then.
-	_, _ = conn.Write(lines)
-	return true
 }
 
 // note keeps what a client's line sets up, and the requests it makes. Callers hold f.mu.
 func (f *forwarder) note(line []byte) {
-	f.loose += looseReceipt
 	msg := bytes.TrimSpace(line)
 	if len(msg) > 0 && msg[0] == '[' {
 		// A batch (2025-03-26 and before: "MAY be batched"): each of its messages is noted
@@ -499,9 +445,6 @@ func (f *forwarder) noteMessage(msg []byte) {
 		return
 	}
 	key := idKey(id)
-	if _, ok := f.inflight[key]; !ok {
-		f.owed += receiptSize(key)
-	}
 	f.inflight[key] = m
 	switch m {
 	case "initialize":
@@ -549,37 +492,30 @@ func (f *forwarder) answered(key string, ok bool) {
 	f.retire(key)
 }
 
-// drainAt is what the receipts may hold (owed and loose) before the forwarder reads them, well
-// within what their pipe holds (64 KiB; macOS starts a pipe at 16 KiB and grows it): reading
-// them seldom costs the forwarder nothing per message. What the pipe does not take waits in the
-// shared process (clientOut.receipts), which never waits for the forwarder.
-const drainAt = 16 << 10
-
-// receiptSize is the most the receipt of the answer to the request of ID key may take: the
-// answer writes the ID again, which can be longer (a string's "<" is "\u003c" there), with "!"
-// before it for an error.
-func receiptSize(key string) int { return 6*len(key) + 3 }
-
-// looseReceipt is the most the receipt of an answer to a line the session could not read may
-// take ("null", or a short ID it found).
-const looseReceipt = 24
-
-// drain reads the receipts the session wrote: those the pipe holds (one non-blocking read),
-// or, with wait, all it will write, to their end. Callers hold f.mu.
-func (f *forwarder) drain(r *receiptsEnd, wait bool) {
-	if r == nil {
+// drain takes in what the session read of the client's input (its journal) and the receipts
+// it wrote: those the pipe holds (read without waiting), or, with ended (the shared process is
+// gone), all it wrote, to their end, and what it read and had not published. The receipts are
+// read first and taken in last: a receipt read names a request that the journal held before.
+// Callers hold f.mu.
+func (f *forwarder) drain(ended bool) {
+	if f.receipts == nil {
 		return
 	}
-	if f.rbuf == nil {
-		f.rbuf = make([]byte, 64<<10)
-	}
+	f.recs = f.recs[:0]
 	for {
-		n, err := r.read(f.rbuf, wait)
-		f.receipted(f.rbuf[:n])
-		if err != nil || (!wait && n < len(f.rbuf)) {
-			f.loose = 0
-			return
+		if len(f.recs) == cap(f.recs) {
+			f.recs = append(f.recs, make([]byte, max(4<<10, cap(f.recs)))...)[:len(f.recs)]
 		}
+		n, err := f.receipts.read(f.recs[len(f.recs):cap(f.recs)], ended)
+		f.recs = f.recs[:len(f.recs)+n]
+		if err != nil || n == 0 {
+			break
+		}
+	}
+	f.taken = f.journal.take(f.taken, ended, f.takeIn)
+	f.receipted(f.recs)
+	if cap(f.recs) > 64<<10 {
+		f.recs = nil
 	}
 }
 
@@ -670,10 +606,7 @@ func plainID(id []byte) bool {
 
 // retire forgets the request of ID key: it was answered. Callers hold f.mu.
 func (f *forwarder) retire(key string) {
-	if _, ok := f.inflight[key]; ok {
-		delete(f.inflight, key)
-		f.owed -= receiptSize(key)
-	}
+	delete(f.inflight, key)
 	delete(f.listens, key)
 	delete(f.setting, key)
 }
@@ -704,23 +637,26 @@ func (f *forwarder) failInflight() {
 	}
 }
 
-// replay sends what the client set up to a new shared process: its initialize and
-// notifications/initialized, its log level and subscriptions (under IDs of the forwarder's,
-// whose answers the session leaves out: clientOut), and its open listens (under their own IDs, which the
-// client still waits on). Callers hold f.mu.
-func (f *forwarder) replay() {
+// replay is what the session is given before the client's input in a new shared process: what
+// the client set up (its initialize and notifications/initialized, its log level and
+// subscriptions, under IDs of the forwarder's, whose answers the session leaves out: clientOut;
+// its open listens, under their own IDs, which the client still waits on), and then the part
+// of a line that the shared process that ended read (the rest is still in the client's input).
+// Callers hold f.mu.
+func (f *forwarder) replay() []byte {
+	var b []byte
 	again := func(line []byte) {
 		f.seq++
 		id := strconv.Quote(againID + strconv.Itoa(f.seq))
 		trimmed := bytes.TrimSpace(line)
 		if start, end, ok := rawjson.Member(trimmed, "id"); ok {
-			_, _ = f.conn.Write(append(rawjson.Replace(trimmed, start, end, []byte(id)), '\n'))
+			b = append(append(b, rawjson.Replace(trimmed, start, end, []byte(id))...), '\n')
 		}
 	}
 	if f.initialize != nil {
 		again(f.initialize)
 		if f.initialized {
-			_, _ = f.conn.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"))
+			b = append(b, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"...)
 		}
 	}
 	if f.level != nil {
@@ -730,12 +666,10 @@ func (f *forwarder) replay() {
 		again(line)
 	}
 	for id, line := range f.listens {
-		if _, ok := f.inflight[id]; !ok {
-			f.owed += receiptSize(id)
-		}
 		f.inflight[id] = "subscriptions/listen"
-		_, _ = f.conn.Write(line)
+		b = append(b, line...)
 	}
+	return append(b, f.partial...)
 }
 
 func closeFiles(files []*os.File) {

@@ -3,6 +3,7 @@
 package shared
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -69,7 +70,6 @@ func TestForwarderNotes(t *testing.T) {
 	if len(f.inflight) != 8 {
 		t.Errorf("in flight: %v", f.inflight)
 	}
-	owed := f.owed
 
 	// The receipts retire them, read in any parts; the session's ID for an answer to a line it
 	// could not read retires nothing.
@@ -88,8 +88,8 @@ func TestForwarderNotes(t *testing.T) {
 	if _, ok := f.listens["6"]; ok {
 		t.Error("the listen 6 is open after its answer")
 	}
-	if len(f.inflight) != 4 || f.owed != owed-receiptSize("8")-receiptSize("10")-receiptSize(`"lvl"`)-receiptSize("6") {
-		t.Errorf("in flight: %v, owed %d of %d", f.inflight, f.owed, owed)
+	if len(f.inflight) != 4 {
+		t.Errorf("in flight: %v", f.inflight)
 	}
 	// The level kept is the last sent of those that succeeded, whatever order their answers
 	// came in; a refused one, or a subscription refused, sets up nothing.
@@ -148,8 +148,8 @@ func TestForwarderCancelled(t *testing.T) {
 	if len(f.listens) != 0 {
 		t.Errorf("listens after their cancellation: %q", f.listens)
 	}
-	if _, ok := f.inflight["3"]; !ok || len(f.inflight) != 1 || f.owed != receiptSize("3") {
-		t.Errorf("in flight: %v, owed %d; want request 3 alone", f.inflight, f.owed)
+	if _, ok := f.inflight["3"]; !ok || len(f.inflight) != 1 {
+		t.Errorf("in flight: %v; want request 3 alone", f.inflight)
 	}
 }
 
@@ -167,68 +167,104 @@ func TestForwarderOpenLine(t *testing.T) {
 	}
 }
 
-// The forwarder reads the receipts when what they may hold grows (never per message), without
-// waiting; at the shared process's end, to their end.
-func TestForwarderDrains(t *testing.T) {
-	f, r, w := receiptsForwarder(t)
-	f.conn = &writeConn{w: &bytes.Buffer{}}
-	id := 0
-	sent := func() {
-		id++
-		if !f.send([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{}}`+"\n", id))) {
-			t.Fatal("the session ended")
-		}
-	}
-	sent()
-	if _, err := fmt.Fprintf(w, "%d\n", id); err != nil {
+// journalForwarder is a test forwarder with a receipts' pipe and a journal, as a link gives it:
+// the write end of the receipts, and the journal, as the shared process has them. They close
+// with the test.
+func journalForwarder(t *testing.T) (*forwarder, *os.File, *journal) {
+	t.Helper()
+	f, _, w := receiptsForwarder(t)
+	j, jf, err := newJournal(t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	sent()
-	if len(f.inflight) != 2 {
-		t.Fatalf("the receipts were read with %d requests in flight: %v", len(f.inflight), f.inflight)
-	}
-	messages := 0 // sent until the receipts are read
-	for len(f.inflight) > 1 {
-		if messages > 1e5 {
-			t.Fatal("the receipts are never read")
-		}
-		if _, err := fmt.Fprintf(w, "%d\n", id); err != nil {
-			t.Fatal(err)
-		}
-		sent()
-		messages++
-	}
-	if messages < 200 || f.loose > 0 {
-		t.Fatalf("the receipts were read after %d messages, loose %d", messages, f.loose)
-	}
+	t.Cleanup(func() { j.unmap(); jf.Close() })
+	f.journal = j
+	return f, w, j
+}
 
-	fmt.Fprintf(w, "%d\n+\n", id)
-	w.Close()
-	f.mu.Lock()
-	f.drain(r, true)
-	f.mu.Unlock()
-	if len(f.inflight) != 0 || !f.open {
-		t.Errorf("after the end: in flight %v, open %v", f.inflight, f.open)
+// publish writes b to the journal as the shared process reads it, and publishes it unless not.
+func publish(j *journal, b string, published bool) {
+	head := *j.head()
+	n := copy(j.data()[head%journalSize:], b)
+	if published {
+		*j.head() = head + uint64(n)
 	}
 }
 
-// Asked on the log connection (the receipts' pipe is full), the forwarder reads the receipts.
+// The forwarder takes in what the journal holds before the receipts it read with it, and each
+// line once whole; at the shared process's end, also what was read and not published.
+func TestForwarderDrains(t *testing.T) {
+	f, w, j := journalForwarder(t)
+	call := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{}}`+"\n", id)
+	}
+	publish(j, call(1)+call(2)[:10], true)
+	fmt.Fprint(w, "1\n")
+	f.drain(false)
+	if len(f.inflight) != 0 || string(f.partial) != call(2)[:10] || f.taken != *j.tail() || *j.tail() != *j.head() {
+		t.Fatalf("in flight %v, partial %q, taken %d, tail %d, head %d", f.inflight, f.partial, f.taken, *j.tail(), *j.head())
+	}
+	if bytes.IndexFunc(j.data()[:*j.head()], func(r rune) bool { return r != 0 }) >= 0 {
+		t.Fatal("what was taken is not zero again")
+	}
+	publish(j, call(2)[10:], true)
+	publish(j, call(3)+call(4)[:5], false) // read, not published: the shared process was killed
+	fmt.Fprint(w, "+\n")
+	w.Close()
+	f.drain(true)
+	if _, ok := f.inflight["1"]; ok || len(f.inflight) != 2 || !f.open || string(f.partial) != call(4)[:5] {
+		t.Errorf("after the end: in flight %v, open %v, partial %q", f.inflight, f.open, f.partial)
+	}
+	if *j.tail() != uint64(len(call(1)+call(2)+call(3)))+5 {
+		t.Errorf("taken to %d", *j.tail())
+	}
+}
+
+// The ring wraps: what the shared process reads past its end starts it again.
+func TestJournalWraps(t *testing.T) {
+	f, _, j := journalForwarder(t)
+	line := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}` + "\n"
+	var sent, read int
+	for sent < 3*journalSize {
+		off := *j.head() % journalSize
+		n := copy(j.data()[off:], line[read:])
+		*j.head() += uint64(n)
+		sent += n
+		read = (read + n) % len(line)
+		if *j.head()-*j.tail() > journalSize/2 {
+			f.drain(false)
+		}
+	}
+	f.drain(false)
+	if string(f.partial) != line[:read] {
+		t.Errorf("partial %q, want %q", f.partial, line[:read])
+	}
+}
+
+// Asked on the log connection, the forwarder takes the journal and reads the receipts, and
+// says so when the session waits for it.
 func TestForwarderDrainsWhenAsked(t *testing.T) {
-	f, _, w := receiptsForwarder(t)
-	f.note([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}` + "\n"))
+	f, w, j := journalForwarder(t)
+	publish(j, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}`+"\n", true)
 	if _, err := w.Write([]byte("1\n")); err != nil {
 		t.Fatal(err)
 	}
 	lc, theirs := net.Pipe()
+	said := make(chan string, 1)
 	go func() {
-		_, _ = theirs.Write([]byte(`{"stderr":"said\n"}` + "\n" + `{"drain":true}` + "\n"))
+		_, _ = theirs.Write([]byte(`{"stderr":"said\n"}` + "\n" + `{"drain":true,"wait":true}` + "\n"))
+		line, _ := bufio.NewReader(theirs).ReadString('\n')
+		said <- line
 		theirs.Close()
 	}()
 	var stderr bytes.Buffer
 	f.o.Stderr = &stderr
 	f.readLog(lc)
-	if len(f.inflight) != 0 || stderr.String() != "said\n" {
+	if _, ok := f.inflight["2"]; !ok || len(f.inflight) != 1 || stderr.String() != "said\n" {
 		t.Errorf("after the call to read: in flight %v, stderr %q", f.inflight, stderr.String())
+	}
+	if line := <-said; line != `{"drained":true}`+"\n" {
+		t.Errorf("the forwarder said %q", line)
 	}
 }
 
@@ -260,13 +296,15 @@ func TestForwarderReplay(t *testing.T) {
 		t.Errorf("the requests in flight were answered with:\n%s", got)
 	}
 
-	var sent bytes.Buffer
-	f.conn = &writeConn{w: &sent}
-	f.replay()
-	lines := strings.Split(strings.TrimSpace(sent.String()), "\n")
-	if len(lines) != 4 || !strings.Contains(lines[0], `"method":"initialize"`) || !strings.Contains(lines[1], "notifications/initialized") ||
+	f.partial = []byte(`{"jsonrpc":"2.0","id":4,`) // the rest is in the client's input
+	sent := string(f.replay())
+	if !strings.HasSuffix(sent, "\n"+string(f.partial)) {
+		t.Errorf("the line taken in part is not last: %q", sent)
+	}
+	lines := strings.Split(strings.TrimSpace(sent), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[0], `"method":"initialize"`) || !strings.Contains(lines[1], "notifications/initialized") ||
 		!strings.Contains(lines[2], "logging/setLevel") || !strings.Contains(lines[3], `"id":3,"method":"subscriptions/listen"`) {
-		t.Fatalf("sent again:\n%s", sent.String())
+		t.Fatalf("sent again:\n%s", sent)
 	}
 	for _, l := range []string{lines[0], lines[2]} {
 		id := l[strings.Index(l, `"id":`)+5:]
@@ -285,53 +323,6 @@ func TestIDEnd(t *testing.T) {
 	}
 }
 
-// writeConn is a net.Conn that only writes, to w.
-type writeConn struct {
-	net.Conn
-	w *bytes.Buffer
-}
-
-func (c *writeConn) Write(p []byte) (int, error) { return c.w.Write(p) }
-
-// writesConn records each write.
-type writesConn struct {
-	net.Conn
-	writes []string
-}
-
-func (c *writesConn) Write(p []byte) (int, error) {
-	c.writes = append(c.writes, string(p))
-	return len(p), nil
-}
-func (c *writesConn) Close() error { return nil }
-
-// The whole lines one read brings reach the shared process in one write, each noted; a line
-// read in part waits for its end.
-func TestForwarderBatches(t *testing.T) {
-	f := newTestForwarder(nil)
-	conn := &writesConn{}
-	f.conn = conn
-	lines := []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}` + "\n",
-		`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"error"}}` + "\n",
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}` + "\n",
-	}
-	pr, pw := io.Pipe()
-	f.o.Stdin = pr
-	done := make(chan struct{})
-	go func() { defer close(done); f.copyIn() }()
-	fmt.Fprint(pw, lines[0]+lines[1]+lines[2][:10]) // two whole lines and a part, in one read
-	fmt.Fprint(pw, lines[2][10:])
-	pw.Close()
-	<-done
-	if len(conn.writes) != 2 || conn.writes[0] != lines[0]+lines[1] || conn.writes[1] != lines[2] {
-		t.Errorf("written: %q", conn.writes)
-	}
-	if _, ok := f.setting["2"]; len(f.inflight) != 3 || !ok {
-		t.Errorf("in flight %v, setting up %v", f.inflight, f.setting)
-	}
-}
-
 // A request's ID is kept as the session writes it in its answer, whatever the client's spelling:
 // its receipt retires it, and its error after a crash is valid JSON for the same ID.
 func TestForwarderIDKeys(t *testing.T) {
@@ -342,8 +333,8 @@ func TestForwarderIDKeys(t *testing.T) {
 			t.Errorf("request %s is kept as %v, not as its answer's ID %s", id, f.inflight, answered)
 		}
 		f.receipted([]byte(answered + "\n"))
-		if len(f.inflight) != 0 || f.owed != 0 {
-			t.Errorf("request %s is in flight after its receipt %s: %v (owed %d)", id, answered, f.inflight, f.owed)
+		if len(f.inflight) != 0 {
+			t.Errorf("request %s is in flight after its receipt %s: %v", id, answered, f.inflight)
 		}
 	}
 }

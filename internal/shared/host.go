@@ -79,22 +79,27 @@ func (d *daemon) space() string {
 	return "agg-" + strconv.FormatUint(d.spaces, 10) + "-"
 }
 
-// hostedConns are what the shared process closes of a hosted session when it ends: its log
-// connection, and its output to the client (with the receipts, whose end the forwarder waits
-// for).
+// hostedConns are what the shared process closes of a hosted session when it ends: its reading
+// of the client's input, its log connection, and its output to the client (with the receipts,
+// whose end the forwarder waits for).
 type hostedConns struct {
+	in  *journalReader
 	log net.Conn
 	out *clientOut
 }
 
 // logLine is a line of a hosted session's log connection: from the shared process, a write of
-// the session's stderr, a call to read the receipts (their pipe is full: clientOut) or, last,
-// its exit status; from the forwarder, a reload (it had SIGHUP).
+// the session's stderr, a call to take the journal and read the receipts (Drain: what the
+// journal holds passed journalDrainAt, or the receipts' pipe is full, clientOut; with Wait, the
+// journal is full and the session waits for the forwarder to say it took it) or, last, its exit
+// status; from the forwarder, a reload (it had SIGHUP), or that it took the journal (Drained).
 type logLine struct {
-	Stderr string `json:"stderr,omitempty"`
-	Drain  bool   `json:"drain,omitempty"`
-	Exit   *int   `json:"exit,omitempty"`
-	Reload bool   `json:"reload,omitempty"`
+	Stderr  string `json:"stderr,omitempty"`
+	Drain   bool   `json:"drain,omitempty"`
+	Wait    bool   `json:"wait,omitempty"`
+	Exit    *int   `json:"exit,omitempty"`
+	Reload  bool   `json:"reload,omitempty"`
+	Drained bool   `json:"drained,omitempty"`
 }
 
 // logWriter writes what a hosted session says to its log connection, a line each.
@@ -113,9 +118,10 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// drain asks the forwarder to read the receipts, which its pipe holds no more of.
-func (w *logWriter) drain() {
-	line, _ := json.Marshal(logLine{Drain: true})
+// drain asks the forwarder to take the journal and read the receipts; with wait, to say when it
+// did.
+func (w *logWriter) drain(wait bool) {
+	line, _ := json.Marshal(logLine{Drain: true, Wait: wait})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_, _ = w.conn.Write(append(line, '\n'))
@@ -172,7 +178,7 @@ func (d *daemon) putLog(conn net.Conn, id string) {
 // host runs the session of a forwarder's protocol connection: it counts as a session while
 // it runs, and its exit status ends its log.
 func (d *daemon) host(conn net.Conn, fds []int, h hello) {
-	in, cout, receipts, err := receivePipes(fds)
+	before, cin, cout, receipts, j, err := receivePipes(fds)
 	if err != nil {
 		d.log.Warn("refused a session", "pid", h.PID, "error", err)
 		conn.Close()
@@ -185,7 +191,18 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	if err != nil {
 		d.log.Warn("refused a session", "pid", h.PID, "error", err)
 		conn.Close()
-		closeFiles([]*os.File{in, cout, receipts})
+		closeFiles([]*os.File{before, cin, cout, receipts})
+		j.unmap()
+		return
+	}
+	lw := &logWriter{conn: logConn}
+	in, err := newJournalReader(cin, j, lw.drain)
+	if err != nil {
+		d.log.Warn("refused a session", "pid", h.PID, "error", err)
+		conn.Close()
+		logConn.Close()
+		closeFiles([]*os.File{before, cin, cout, receipts})
+		j.unmap()
 		return
 	}
 	out := newClientOut(cout, receipts)
@@ -194,12 +211,13 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 		d.mu.Unlock()
 		conn.Close()
 		logConn.Close()
-		in.Close()
+		before.Close()
+		in.stop()
 		out.Close()
 		return
 	}
 	d.sessions[conn] = SessionStatus{PID: h.PID, Config: h.Config}
-	d.hosted[conn] = hostedConns{log: logConn, out: out}
+	d.hosted[conn] = hostedConns{log: logConn, out: out, in: in}
 	d.mu.Unlock()
 	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
 	// The session is taken: the forwarder waits for this line before it sends anything, so that
@@ -208,12 +226,14 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	ack, _ := json.Marshal(reply{})
 	_, _ = conn.Write(append(ack, '\n'))
 
-	lw := &logWriter{conn: logConn}
-	out.drainBy(lw.drain)
+	out.drainBy(func() { lw.drain(false) })
 	reloads := make(chan os.Signal, 1)
-	go readReloads(logConn, reloads)
-	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named, In: in, Out: out, Stderr: lw, d: d, id: h.Session, space: d.space()}
+	go readReloads(logConn, reloads, in)
+	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named,
+		In: io.MultiReader(before, in), Out: out, Stderr: lw, d: d, id: h.Session, space: d.space()}
 	code := d.runHost(s)
+	in.stop() // nothing more is read from the client here (a new shared process may read it)
+	before.Close()
 	out.Close() // after all the session wrote: then its status
 	lw.exit(code)
 
@@ -223,20 +243,21 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	d.mu.Unlock()
 	conn.Close()
 	logConn.Close()
-	// A read of in that is under way (a session that ended for another reason than the end of
-	// its input) ends with the forwarder, which exits on the status.
-	in.Close()
 	d.log.Info("a session ended", "pid", h.PID, "status", code)
 	d.maybeExit()
 }
 
-// readReloads passes the forwarder's reloads on, until its log connection ends.
-func readReloads(logConn net.Conn, reloads chan<- os.Signal) {
+// readReloads passes the forwarder's reloads on, and its word that it took the journal, until
+// its log connection ends.
+func readReloads(logConn net.Conn, reloads chan<- os.Signal, in *journalReader) {
 	r := bufio.NewReaderSize(logConn, 4<<10)
 	for {
 		line, err := r.ReadBytes('\n')
 		var l logLine
-		if json.Unmarshal(line, &l) == nil && l.Reload {
+		if json.Unmarshal(line, &l) == nil && l.Drained {
+			in.roomMade()
+		}
+		if l.Reload {
 			select {
 			case reloads <- syscall.SIGHUP:
 			default: // one is pending: it reads the file as it is then
@@ -267,6 +288,7 @@ func (d *daemon) closeHosted() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for conn, h := range d.hosted {
+		h.in.stop() // before the forwarder sees the end: a new shared process reads the client then
 		conn.Close()
 		h.log.Close()
 		h.out.closeReading() // then the receipts end, which the forwarder reads to their end

@@ -11,42 +11,79 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
-// A forwarder's session carries its client's messages to the shared process over a pipe, made
-// by the forwarder and handed to the shared process with the hello of its protocol connection
-// (SCM_RIGHTS), rather than over the socket: a stream socket costs both processes more per
-// message than a pipe. The shared process reads the client's messages as an unshared session
-// reads its stdin, with a blocking read on a thread of its own, which wakes nothing else
-// (measured each way, BENCHMARKS.md, "Shared servers": a polled read in the shared process cost
-// a sixth more). The session's messages go the other way without the forwarder: the hello
-// carries the client's output (clientOutput) and the write end of the receipts' pipe
-// (clientout.go).
+// A forwarder's session reads its client's messages itself: the hello of its protocol connection
+// carries (SCM_RIGHTS) the client's input (the forwarder's stdin when it is a pipe or a socket
+// of its own, else a pipe the forwarder copies it to: clientInput), which the shared process
+// reads through the session's journal (journal_unix.go), also carried; and a pipe of what the
+// forwarder gives the session before the client's input (what the client set up, sent again to
+// a new shared process), which the session reads to its end first. The session's messages go to
+// the client without the forwarder too: the hello carries the client's output (clientOutput)
+// and the write end of the receipts' pipe (clientout.go).
 
-// sessionPipes makes a session's pipes: the forwarder writes the client's messages to in and
-// reads the session's receipts from receipts; theirs are the shared process's ends (the read
-// end of in, out, the write end of receipts), to be sent and then closed here. in's read end is
-// put in blocking mode (the shared process reads it so; the mode is the open file's, which the
-// shared process's descriptor shares).
-func sessionPipes(out *os.File) (in *os.File, receipts *receiptsEnd, theirs []*os.File, err error) {
-	inR, in, err := os.Pipe()
+// sessionPipes makes a session's pipes and journal: the forwarder writes what comes before the
+// client's input to before, reads the session's receipts from receipts and takes the journal j;
+// theirs are the shared process's (the read end of before, out, the write end of receipts, in
+// and the journal's file), to be sent and then closed here. before's read end is put in
+// blocking mode (the shared process reads it so; the mode is the open file's, which the shared
+// process's descriptor shares). dir is the place's private directory (newJournal).
+func sessionPipes(out, in *os.File, dir string) (before *os.File, receipts *receiptsEnd, j *journal, theirs []*os.File, err error) {
+	beforeR, before, err := os.Pipe()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	receipts, recW, err := receiptsPipe()
 	if err != nil {
-		inR.Close()
-		in.Close()
-		return nil, nil, nil, err
+		closeFiles([]*os.File{beforeR, before})
+		return nil, nil, nil, nil, err
 	}
-	_ = inR.Fd() // Fd puts it in blocking mode
+	_ = beforeR.Fd() // Fd puts it in blocking mode
+	mine := []*os.File{beforeR, before, recW}
 	theirOut, err := dupFile(out)
 	if err != nil {
-		closeFiles([]*os.File{inR, in, recW})
+		closeFiles(mine)
 		receipts.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return in, receipts, []*os.File{inR, theirOut, recW}, nil
+	mine = append(mine, theirOut)
+	theirIn, err := dupFile(in)
+	if err != nil {
+		closeFiles(mine)
+		receipts.Close()
+		return nil, nil, nil, nil, err
+	}
+	mine = append(mine, theirIn)
+	j, jf, err := newJournal(dir)
+	if err != nil {
+		closeFiles(mine)
+		receipts.Close()
+		return nil, nil, nil, nil, err
+	}
+	return before, receipts, j, []*os.File{beforeR, theirOut, recW, theirIn, jf}, nil
+}
+
+// clientInput is what the shared process reads the client's messages from, given the
+// forwarder's stdin, stdout and stderr: stdin itself when it is a pipe or a socket open there
+// alone (the shared process makes it non-blocking, which would change how stdout or stderr are
+// written if they shared it), so that nothing lies between the client and its session;
+// otherwise (a terminal, a file, a reader that is no file) the read end of a pipe that copy
+// copies stdin to, which the forwarder runs, and which ends the pipe at the end of stdin. The
+// pipe outlives the shared processes the session runs in: what one did not read, the next does.
+func clientInput(stdin io.Reader, stdout, stderr io.Writer) (in *os.File, copy func(), err error) {
+	if f, ok := stdin.(*os.File); ok && ownPipe(f, stdout, stderr) {
+		return f, nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, func() {
+		_, _ = io.CopyBuffer(w, stdio.Yielding(stdin), make([]byte, 64<<10))
+		w.Close()
+	}, nil
 }
 
 // dupFile is a descriptor of f's open file of its own, which closing does not close f.
@@ -210,7 +247,7 @@ func sendHello(conn net.Conn, line []byte, files []*os.File) error {
 }
 
 // maxHelloFiles is the most files a hello carries.
-const maxHelloFiles = 3
+const maxHelloFiles = 5
 
 // readHello reads the first line of conn, and the descriptors sent with it; rest is what was
 // read past the line. Each read is made under syscall.ForkLock and what it receives marked
@@ -290,24 +327,33 @@ func parseRights(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
-// receivePipes are a hosted session's ends of its forwarder's pipes: it reads the client's
-// messages from in (blocking, on a thread, as an unshared session reads its stdin), writes its
-// own to out, the client's output, and its receipts to receipts (both non-blocking: stdio.Conn
-// writes what the pipe takes at once, and never waits for the client or the forwarder).
-func receivePipes(fds []int) (in, out, receipts *os.File, err error) {
-	if len(fds) != 3 {
+// receivePipes are a hosted session's ends of its forwarder's pipes: it reads what comes before
+// the client's input from before (blocking, to its end), then the client's messages from in
+// through the journal j (journalReader), writes its own to out, the client's output, and its
+// receipts to receipts (both non-blocking: stdio.Conn writes what the pipe takes at once, and
+// never waits for the client or the forwarder).
+func receivePipes(fds []int) (before, in, out, receipts *os.File, j *journal, err error) {
+	if len(fds) != 5 {
 		closeFDs(fds)
-		return nil, nil, nil, fmt.Errorf("%d descriptors with the hello, not the session's three", len(fds))
+		return nil, nil, nil, nil, nil, fmt.Errorf("%d descriptors with the hello, not the session's five", len(fds))
 	}
-	for _, fd := range fds[1:] {
+	for _, fd := range fds[1:3] {
 		if err := unix.SetNonblock(fd, true); err != nil {
 			closeFDs(fds)
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, nil, err
 		}
 	}
-	// os.NewFile polls a descriptor that is non-blocking when it is made.
-	return os.NewFile(uintptr(fds[0]), "the client's messages"), os.NewFile(uintptr(fds[1]), "the client's output"),
-		os.NewFile(uintptr(fds[2]), "the session's receipts"), nil
+	jf := os.NewFile(uintptr(fds[4]), "the session's journal")
+	j, err = mapJournal(jf)
+	jf.Close() // the mapping stays
+	if err != nil {
+		closeFDs(fds[:4])
+		return nil, nil, nil, nil, nil, err
+	}
+	// os.NewFile polls a descriptor that is non-blocking when it is made: in is made in
+	// blocking mode, which journalReader changes under it (it reads it with poll(2) itself).
+	return os.NewFile(uintptr(fds[0]), "what comes before the client's messages"), os.NewFile(uintptr(fds[3]), "the client's messages"),
+		os.NewFile(uintptr(fds[1]), "the client's output"), os.NewFile(uintptr(fds[2]), "the session's receipts"), j, nil
 }
 
 func closeFDs(fds []int) {

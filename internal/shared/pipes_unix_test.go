@@ -3,6 +3,7 @@
 package shared
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -33,21 +34,34 @@ func socketPair(t *testing.T) (a, b net.Conn) {
 	return conn(fds[0]), conn(fds[1])
 }
 
-// testPipes are a session's pipes, as the forwarder makes them, with a pipe for the client's
-// output (out is its read end); the forwarder's ends are closed at the end of the test.
-func testPipes(t *testing.T) (in *os.File, receipts *receiptsEnd, out *os.File, theirs []*os.File) {
+// testLink is a session's pipes and journal as the forwarder makes them, with a pipe for the
+// client's input (client is its write end) and one for its output (out is its read end); the
+// forwarder's ends are closed at the end of the test.
+type testLink struct {
+	before, client, out *os.File
+	receipts            *receiptsEnd
+	journal             *journal
+	theirs              []*os.File
+}
+
+func testPipes(t *testing.T) testLink {
 	t.Helper()
 	out, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, receipts, theirs, err = sessionPipes(outW)
+	inR, client, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, receipts, j, theirs, err := sessionPipes(outW, inR, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	outW.Close() // the shared process has its own
-	t.Cleanup(func() { in.Close(); receipts.Close(); out.Close() })
-	return in, receipts, out, theirs
+	inR.Close()
+	t.Cleanup(func() { before.Close(); client.Close(); receipts.Close(); out.Close(); j.unmap() })
+	return testLink{before: before, client: client, out: out, receipts: receipts, journal: j, theirs: theirs}
 }
 
 // nonBlocking says whether f's open file is non-blocking (without Fd, which may change it).
@@ -64,23 +78,24 @@ func nonBlocking(t *testing.T, f *os.File) bool {
 	return flags&unix.O_NONBLOCK != 0
 }
 
-// A session's pipes go with its hello: the shared process gets its three ends, which its
-// servers' processes do not inherit, reads the client's messages in blocking mode and writes
-// to the client's output and the receipts without waiting; what was sent after the hello's
-// line is kept.
+// A session's pipes go with its hello: the shared process gets its five ends, which its
+// servers' processes do not inherit, reads what comes before the client's messages in blocking
+// mode, then the client's messages through the journal, which the forwarder sees, and writes to
+// the client's output and the receipts without waiting; what was sent after the hello's line is
+// kept.
 func TestHelloCarriesPipes(t *testing.T) {
 	fwd, shared := socketPair(t)
-	in, receipts, out, theirs := testPipes(t)
-	if err := sendHello(fwd, []byte("{\"hello\":1}\nafter"), theirs); err != nil {
+	l := testPipes(t)
+	if err := sendHello(fwd, []byte("{\"hello\":1}\nafter"), l.theirs); err != nil {
 		t.Fatal(err)
 	}
-	closeFiles(theirs)
+	closeFiles(l.theirs)
 
 	line, rest, fds, err := readHello(shared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(line) != "{\"hello\":1}\n" || string(rest) != "after" || len(fds) != 3 {
+	if string(line) != "{\"hello\":1}\n" || string(rest) != "after" || len(fds) != 5 {
 		t.Fatalf("line %q, rest %q, %d descriptors", line, rest, len(fds))
 	}
 	for _, fd := range fds {
@@ -88,55 +103,76 @@ func TestHelloCarriesPipes(t *testing.T) {
 			t.Errorf("descriptor %d is inherited by the processes the shared process starts (flags %#x, %v)", fd, flags, err)
 		}
 	}
-	sin, sout, srec, err := receivePipes(fds)
+	sbefore, sin, sout, srec, sj, err := receivePipes(fds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sin.Close()
+	defer sbefore.Close()
 	defer sout.Close()
 	defer srec.Close()
 	if !nonBlocking(t, sout) || !nonBlocking(t, srec) {
 		t.Error("the session's write ends are in blocking mode: its writes would wait for the client or the forwarder")
 	}
-	if nonBlocking(t, sin) {
+	if nonBlocking(t, sbefore) {
 		t.Error("the session's read end is non-blocking: it would be read through the poller")
 	}
-
-	// The client's messages, both ways, and the receipts.
-	if _, err := in.Write([]byte("to the session\n")); err != nil {
+	drains := make(chan bool, 1)
+	jr, err := newJournalReader(sin, sj, func(wait bool) { drains <- wait })
+	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 64)
-	if n, err := sin.Read(buf); err != nil || string(buf[:n]) != "to the session\n" {
-		t.Fatalf("the session read %q, %v", buf[:n], err)
+	defer jr.stop()
+
+	// What comes before, the client's messages, both ways, and the receipts.
+	if _, err := l.before.Write([]byte("set up again\n")); err != nil {
+		t.Fatal(err)
 	}
+	l.before.Close()
+	if _, err := l.client.Write([]byte("to the session\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bufio.NewReader(io.MultiReader(sbefore, jr)).ReadString('\n')
+	if err == nil {
+		var more string
+		more, err = bufio.NewReader(jr).ReadString('\n')
+		got += more
+	}
+	if err != nil || got != "set up again\nto the session\n" {
+		t.Fatalf("the session read %q, %v", got, err)
+	}
+	var taken []byte
+	l.journal.take(0, false, func(b []byte) { taken = append(taken, b...) })
+	if string(taken) != "to the session\n" {
+		t.Fatalf("the forwarder took %q from the journal", taken)
+	}
+	buf := make([]byte, 64)
 	if _, err := sout.Write([]byte("to the client\n")); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := out.Read(buf); err != nil || string(buf[:n]) != "to the client\n" {
+	if n, err := l.out.Read(buf); err != nil || string(buf[:n]) != "to the client\n" {
 		t.Fatalf("the client read %q, %v", buf[:n], err)
 	}
 	if _, err := srec.Write([]byte("7\n")); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := receipts.read(buf, false); err != nil || string(buf[:n]) != "7\n" {
+	if n, err := l.receipts.read(buf, false); err != nil || string(buf[:n]) != "7\n" {
 		t.Fatalf("the forwarder read the receipts %q, %v", buf[:n], err)
 	}
-	if n, err := receipts.read(buf, false); err != nil || n != 0 {
+	if n, err := l.receipts.read(buf, false); err != nil || n != 0 {
 		t.Fatalf("the forwarder read the empty receipts %q, %v: it must not wait", buf[:n], err)
 	}
 
 	// The end of either side is seen by the other.
-	in.Close()
-	if n, err := sin.Read(buf); err != io.EOF {
-		t.Errorf("after the forwarder's end, the session read %q, %v", buf[:n], err)
+	l.client.Close()
+	if n, err := jr.Read(buf); err != io.EOF {
+		t.Errorf("after the client's end, the session read %q, %v", buf[:n], err)
 	}
 	sout.Close()
-	if n, err := out.Read(buf); err != io.EOF {
+	if n, err := l.out.Read(buf); err != io.EOF {
 		t.Errorf("after the session's end, the client read %q, %v", buf[:n], err)
 	}
 	srec.Close()
-	if n, err := receipts.read(buf, true); err != io.EOF {
+	if n, err := l.receipts.read(buf, true); err != io.EOF {
 		t.Errorf("after the session's end, the forwarder read the receipts %q, %v", buf[:n], err)
 	}
 }
@@ -145,7 +181,7 @@ func TestHelloCarriesPipes(t *testing.T) {
 // macOS's Unix sockets take 8 KiB) is written in parts, its descriptors with the first.
 func TestHelloLarge(t *testing.T) {
 	fwd, shared := socketPair(t)
-	_, _, _, theirs := testPipes(t)
+	theirs := testPipes(t).theirs
 	line := []byte(`{"env":"` + strings.Repeat("v", 3<<20) + `"}` + "\n")
 	sent := make(chan error, 1)
 	go func() { sent <- sendHello(fwd, line, theirs) }()
@@ -157,14 +193,14 @@ func TestHelloLarge(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, line) || len(rest) != 0 || len(fds) != 3 {
+	if !bytes.Equal(got, line) || len(rest) != 0 || len(fds) != 5 {
 		t.Fatalf("read %d bytes of %d, rest %q, %d descriptors", len(got), len(line), rest, len(fds))
 	}
 }
 
-// A hello that carries other descriptors than a session's three is refused, and they are closed.
+// A hello that carries other descriptors than a session's five is refused, and they are closed.
 func TestHelloRefusesOtherDescriptors(t *testing.T) {
-	if _, _, _, err := receivePipes(nil); err == nil {
+	if _, _, _, _, _, err := receivePipes(nil); err == nil {
 		t.Error("a session without pipes was taken")
 	}
 	r, w, err := os.Pipe()
@@ -177,7 +213,7 @@ func TestHelloRefusesOtherDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := receivePipes([]int{fd}); err == nil {
+	if _, _, _, _, _, err := receivePipes([]int{fd}); err == nil {
 		t.Error("a session with one descriptor was taken")
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {

@@ -28,9 +28,26 @@ type receiptsEnd struct{}
 func (*receiptsEnd) read([]byte, bool) (int, error) { return 0, errUnsupported }
 func (*receiptsEnd) Close() error                   { return errUnsupported }
 
-func sessionPipes(*os.File) (in *os.File, receipts *receiptsEnd, theirs []*os.File, err error) {
-	return nil, nil, nil, errUnsupported
+func sessionPipes(*os.File, *os.File, string) (*os.File, *receiptsEnd, *journal, []*os.File, error) {
+	return nil, nil, nil, nil, errUnsupported
 }
+func clientInput(io.Reader, io.Writer, io.Writer) (*os.File, func(), error) {
+	return nil, nil, errUnsupported
+}
+
+type journal struct{}
+
+func (*journal) take(from uint64, _ bool, _ func([]byte)) uint64 { return from }
+func (*journal) unmap()                                          {}
+
+type journalReader struct{}
+
+func newJournalReader(*os.File, *journal, func(bool)) (*journalReader, error) {
+	return nil, errUnsupported
+}
+func (*journalReader) Read([]byte) (int, error) { return 0, errUnsupported }
+func (*journalReader) roomMade()                {}
+func (*journalReader) stop()                    {}
 func clientOutput(io.Reader, io.Writer, io.Writer) (*os.File, func(), error) {
 	return nil, nil, errUnsupported
 }
@@ -39,7 +56,7 @@ func writeSome(f *os.File) func([]byte) (int, error)    { return f.Write }
 func tryRead(*os.File, []byte) (int, error)             { return 0, errUnsupported }
 func sendHello(net.Conn, []byte, []*os.File) error      { return errUnsupported }
 func readHello(net.Conn) ([]byte, []byte, []int, error) { return nil, nil, nil, errUnsupported }
-func receivePipes([]int) (in, out, receipts *os.File, err error) {
-	return nil, nil, nil, errUnsupported
+func receivePipes([]int) (before, in, out, receipts *os.File, j *journal, err error) {
+	return nil, nil, nil, nil, nil, errUnsupported
 }
 func closeFDs([]int) {}

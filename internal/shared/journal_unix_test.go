@@ -1,0 +1,100 @@
+//go:build unix
+
+package shared
+
+import (
+	"bytes"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// journalPipe is a journal, the reader of a pipe through it (the shared process's) and the
+// pipe's write end (the client's), closed with the test; drains receives each call to take it.
+func journalPipe(t *testing.T) (*journal, *journalReader, *os.File, chan bool) {
+	t.Helper()
+	j, jf, err := newJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	drains := make(chan bool, 16)
+	jr, err := newJournalReader(r, j, func(wait bool) { drains <- wait })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jr.stop(); w.Close(); jf.Close() })
+	return j, jr, w, drains
+}
+
+// The session asks the forwarder to take the journal once it holds journalDrainAt, once until
+// it is taken; full, it waits for the forwarder to say it took it, and reads on.
+func TestJournalReaderWaitsForRoom(t *testing.T) {
+	j, jr, w, drains := journalPipe(t)
+	sent := bytes.Repeat([]byte("x"), journalSize+1000)
+	go func() { _, _ = w.Write(sent) }()
+	var got []byte
+	buf := make([]byte, 32<<10)
+	for len(got) < journalSize {
+		n, err := jr.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if len(drains) != 1 || <-drains {
+		t.Fatalf("asked %d times to take the journal, or to say so", len(drains)+1)
+	}
+	read := make(chan int, 1)
+	go func() {
+		n, _ := jr.Read(buf)
+		read <- n
+	}()
+	select {
+	case wait := <-drains:
+		if !wait {
+			t.Fatal("the full journal did not ask the forwarder to say when it took it")
+		}
+	case <-time.After(waitTime):
+		t.Fatal("the full journal asked nothing")
+	}
+	select {
+	case n := <-read:
+		t.Fatalf("read %d bytes into a full journal", n)
+	default:
+	}
+	var taken int
+	j.take(0, false, func(b []byte) { taken += len(b) })
+	jr.roomMade()
+	if n := <-read; n != 1000 || taken != journalSize || atomic.LoadUint64(j.head()) != uint64(len(sent)) {
+		t.Errorf("read %d bytes after the forwarder took %d; head %d", n, taken, atomic.LoadUint64(j.head()))
+	}
+}
+
+// A read that waits for the client ends once the reading stops, and nothing more is read: a
+// new shared process is then the client's only reader.
+func TestJournalReaderStops(t *testing.T) {
+	_, jr, w, _ := journalPipe(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := jr.Read(make([]byte, 64))
+		done <- err
+	}()
+	time.AfterFunc(50*time.Millisecond, jr.stop) // whether the read waits already or not
+	select {
+	case err := <-done:
+		if err != errStopped {
+			t.Errorf("the read ended with %v", err)
+		}
+	case <-time.After(waitTime):
+		t.Fatal("a stopped read goes on waiting for the client")
+	}
+	_, _ = w.Write([]byte("after\n")) // the input is closed here: the write may fail
+	if _, err := jr.Read(make([]byte, 64)); err != errStopped {
+		t.Errorf("read after the stop: %v", err)
+	}
+}
