@@ -144,6 +144,7 @@ type journalReader struct {
 	j     *journal
 	head  uint64    // what was published
 	asked uint64    // the tail when the forwarder was last asked to take the journal, +1
+	dry   bool      // the last read took less than it could
 	last  time.Time // the last yield (stdio.Yielding says why)
 	drain func(wait bool)
 
@@ -206,16 +207,17 @@ func (r *journalReader) Read(p []byte) (int, error) {
 			}
 			continue
 		}
+		// A read that took less than it could left the input empty, most likely: the next
+		// waits for input first (a read that finds none is a system call for nothing).
+		if r.dry && !r.wait(r.fd, false) {
+			return 0, errStopped
+		}
 		off := r.head % journalSize
 		buf := r.j.data()[off:min(journalSize, off+(journalSize-used), off+uint64(len(p)))]
 		n, err := unix.Read(r.fd, buf)
+		r.dry = err == unix.EAGAIN || (err == nil && n < len(buf))
 		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if !r.wait(r.fd, false) {
-				return 0, errStopped
-			}
+		case err == unix.EINTR || err == unix.EAGAIN:
 			continue
 		case err != nil:
 			return 0, err
