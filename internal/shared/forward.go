@@ -22,17 +22,17 @@ import (
 )
 
 // The forwarder: with --share, the process a client starts reads no configuration and starts
-// no server. It finds (or starts) the user's shared process, hands it the session's context
-// once (its serving flags, environment and directory), and copies the client's messages both
-// to it; the session runs in the shared process (host.go), which writes the session's messages
-// to the client itself (clientout.go). The forwarder reads of the client's messages only what
-// it must keep to carry its client over a restart of the shared process: what the client set
-// up (its initialize, log level, subscriptions and listens) and which of its requests are
-// unanswered, by the receipts the session leaves of its answers, which the forwarder reads
-// seldom. When the shared process ends without ending the session (it
-// was killed, or stopped), the requests in flight are answered with an error that says so,
-// and the forwarder starts or finds another, gives it the session's context and what the
-// client set up, and goes on.
+// no server. It finds (or starts) the user's shared process and hands it the session's context
+// once (its serving flags, environment and directory) with the client's input and output; the
+// session runs in the shared process (host.go), which reads the client's messages (through the
+// session's journal, journal_unix.go) and writes its own to the client itself (clientout.go).
+// The forwarder notes of the client's messages, from the journal, only what it must keep to
+// carry its client over a restart of the shared process: what the client set up (its
+// initialize, log level, subscriptions and listens) and which of its requests are unanswered,
+// by the receipts the session leaves of its answers; it takes both seldom. When the shared
+// process ends without ending the session (it was killed, or stopped), the requests in flight
+// are answered with an error that says so, and the forwarder starts or finds another, gives it
+// the session's context and what the client set up, and goes on.
 
 // ForwardOptions are a forwarder's.
 type ForwardOptions struct {

@@ -18,11 +18,11 @@ import (
 
 // The shared process hosts the sessions of the forwarders (forward.go): each client's session
 // runs here, over the shared process's servers, with the client's own environment, directory
-// and command line, and the process the client started only copies the client's messages to
-// it. A forwarder makes two connections under one session ID: its log ("log": what the session
-// says for its client's stderr, then its exit status), then its protocol ("host": the session's
-// context in the hello, with the pipe that carries the client's messages, the client's output,
-// which the session writes to itself, and the pipe of the session's receipts: pipes_unix.go,
+// and command line, reading the client's input and writing its output itself. A forwarder makes
+// two connections under one session ID: its log ("log": what the session says for its client's
+// stderr, then its exit status), then its protocol ("host": the session's context in the hello,
+// with the pipe of what comes before the client's input, the client's input and output, the
+// pipe of the session's receipts and its journal: pipes_unix.go, journal_unix.go,
 // clientout.go). The protocol connection stays open while the session lasts: the shared
 // process counts it, and the forwarder sees the shared process's end by its end.
 
