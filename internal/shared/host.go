@@ -79,12 +79,11 @@ func (d *daemon) space() string {
 	return "agg-" + strconv.FormatUint(d.spaces, 10) + "-"
 }
 
-// hostedConns are what the shared process closes of a hosted session when it ends: its reading
-// of the client's input, its log connection, and its output to the client (with the receipts,
-// whose end the forwarder waits for).
+// hostedConns are what the shared process ends of a hosted session when it stops: its reading of
+// the client's input, and its output to the client (with the receipts, whose end the forwarder
+// waits for).
 type hostedConns struct {
 	in  *journalReader
-	log net.Conn
 	out *clientOut
 }
 
@@ -217,7 +216,7 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 		return
 	}
 	d.sessions[conn] = SessionStatus{PID: h.PID, Config: h.Config}
-	d.hosted[conn] = hostedConns{log: logConn, out: out, in: in}
+	d.hosted[conn] = hostedConns{out: out, in: in}
 	d.mu.Unlock()
 	d.log.Info("a session began", "pid", h.PID, "config", h.Config)
 	// The session is taken: the forwarder waits for this line before it sends anything, so that
@@ -232,17 +231,20 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named,
 		In: io.MultiReader(before, in), Out: out, Stderr: lw, d: d, id: h.Session, space: d.space()}
 	code := d.runHost(s)
-	in.stop() // nothing more is read from the client here (a new shared process may read it)
+	in.stop() // nothing more is read from the client here
 	before.Close()
 	out.Close() // after all the session wrote: then its status
-	lw.exit(code)
 
 	d.mu.Lock()
 	delete(d.sessions, conn)
 	delete(d.hosted, conn)
+	stopping := d.closed // the shared process stops: its exit ends the connections (closeHosted)
 	d.mu.Unlock()
-	conn.Close()
-	logConn.Close()
+	if !stopping {
+		lw.exit(code)
+		conn.Close()
+		logConn.Close()
+	}
 	d.log.Info("a session ended", "pid", h.PID, "status", code)
 	d.maybeExit()
 }
@@ -282,15 +284,17 @@ func (d *daemon) runHost(s *Hosted) (code int) {
 	return d.hostFunc(d.ctx, s)
 }
 
-// closeHosted ends every hosted session's connections at once (the shared process is ending):
-// their forwarders see it end as after a crash, and start another.
+// closeHosted stops every hosted session (the shared process is ending): each stops reading its
+// client, and its output to the client and its receipts end. Their forwarders see the shared
+// process end by the end of their connections, which its exit closes, as a crash's does; not
+// before: a read of a client's input under way here ends only when the client writes
+// (journalReader), and a new shared process must not read the client meanwhile. What such a
+// read takes is in the session's journal, which the forwarder takes to its end then.
 func (d *daemon) closeHosted() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for conn, h := range d.hosted {
-		h.in.stop() // before the forwarder sees the end: a new shared process reads the client then
-		conn.Close()
-		h.log.Close()
+	for _, h := range d.hosted {
+		h.in.stop()
 		h.out.closeReading() // then the receipts end, which the forwarder reads to their end
 	}
 }

@@ -133,56 +133,48 @@ func (j *journal) take(from uint64, ended bool, each func([]byte)) uint64 {
 // errStopped is a journalReader's error once stopped.
 var errStopped = errors.New("the session stopped reading its client")
 
-// journalReader is the shared process's reading of a session's input (in, non-blocking) through
-// its journal, for one goroutine's reads at a time (a bufio.Reader's). It waits for input in
-// poll(2), beside the read end of a pipe that stop closes: a session that ends, or a shared
-// process that stops, stops reading the client at once, so that a new shared process is the
-// only reader of the client's input (a read blocked in read(2) could not be stopped).
+// journalReader is the shared process's reading of a session's input (in, in blocking mode)
+// through its journal, for one goroutine's reads at a time (a bufio.Reader's). It reads as an
+// unshared session reads its stdin: a blocking read(2) on a thread of its own, which wakes
+// nothing else (a read through poll(2) cost a system call more a message). Such a read cannot
+// be stopped (the runtime's signal handlers restart it): a session that stops reading (its end,
+// or the shared process's) leaves a read under way to end when the client writes or closes its
+// input; what it read then is published all the same. So a new shared process must not read
+// the client while this one lives: the forwarder sees a shared process that stops end only
+// once it exits (closeHosted).
 type journalReader struct {
 	in    *os.File
 	fd    int
 	j     *journal
 	head  uint64    // what was published
 	asked uint64    // the tail when the forwarder was last asked to take the journal, +1
-	dry   bool      // the last read took less than it could
 	last  time.Time // the last yield (stdio.Yielding says why)
 	drain func(wait bool)
+	room  chan struct{} // the forwarder took what it was asked to
+	done  chan struct{} // closed by stop
 
-	mu      sync.Mutex // held by a read under way
-	stopR   *os.File   // polled beside the input: stop closes stopW
-	stopW   *os.File
-	stopped atomic.Bool
-	done    chan struct{} // closed by stop
-	room    chan struct{} // the forwarder took what it was asked to
+	mu      sync.Mutex
+	reading bool // a read is under way (it ends the reading, when stopped meanwhile)
+	stopped bool
 }
 
 // newJournalReader reads in through j, asking the forwarder with drain to take the journal.
 func newJournalReader(in *os.File, j *journal, drain func(wait bool)) (*journalReader, error) {
-	stopR, stopW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
 	rc, err := in.SyscallConn()
 	if err != nil {
-		stopR.Close()
-		stopW.Close()
 		return nil, err
 	}
 	fd := -1
 	_ = rc.Control(func(f uintptr) { fd = int(f) })
-	if err := unix.SetNonblock(fd, true); err != nil {
-		stopR.Close()
-		stopW.Close()
+	if err := unix.SetNonblock(fd, false); err != nil {
 		return nil, err
 	}
 	return &journalReader{in: in, fd: fd, j: j, head: atomic.LoadUint64(j.head()), drain: drain,
-		stopR: stopR, stopW: stopW, done: make(chan struct{}), room: make(chan struct{}, 1)}, nil
+		room: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // Read reads what the client's input holds, at most len(p) bytes, through the journal.
 func (r *journalReader) Read(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -191,9 +183,13 @@ func (r *journalReader) Read(p []byte) (int, error) {
 		runtime.Gosched() // stdio.Yielding says why
 	}
 	for {
-		if r.stopped.Load() {
+		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
 			return 0, errStopped
 		}
+		r.reading = true
+		r.mu.Unlock()
 		tail := atomic.LoadUint64(r.j.tail())
 		used := r.head - tail
 		if used >= journalDrainAt && r.asked != tail+1 {
@@ -202,53 +198,54 @@ func (r *journalReader) Read(p []byte) (int, error) {
 		}
 		if used == journalSize {
 			r.drain(true)
-			if !r.wait(-1, true) {
+			if !r.end(r.waitRoom()) {
 				return 0, errStopped
 			}
 			continue
 		}
-		// A read that took less than it could left the input empty, most likely: the next
-		// waits for input first (a read that finds none is a system call for nothing).
-		if r.dry && !r.wait(r.fd, false) {
-			return 0, errStopped
-		}
 		off := r.head % journalSize
 		buf := r.j.data()[off:min(journalSize, off+(journalSize-used), off+uint64(len(p)))]
 		n, err := unix.Read(r.fd, buf)
-		r.dry = err == unix.EAGAIN || (err == nil && n < len(buf))
+		if n > 0 {
+			copy(p, buf[:n])
+			r.head += uint64(n)
+			atomic.StoreUint64(r.j.head(), r.head)
+		}
+		if !r.end(true) {
+			return 0, errStopped
+		}
 		switch {
-		case err == unix.EINTR || err == unix.EAGAIN:
+		case err == unix.EINTR || err == unix.EAGAIN: // EAGAIN: another process made it non-blocking
 			continue
 		case err != nil:
 			return 0, err
 		case n == 0:
 			return 0, io.EOF
 		}
-		copy(p, buf[:n])
-		r.head += uint64(n)
-		atomic.StoreUint64(r.j.head(), r.head)
 		return n, nil
 	}
 }
 
-// wait waits for fd to be readable, or with room for the forwarder to have taken the journal;
-// false once stopped.
-func (r *journalReader) wait(fd int, room bool) bool {
-	if room {
-		select {
-		case <-r.room:
-			return true
-		case <-r.done:
-			return false
-		}
+// end ends a read step; false when the reader was stopped meanwhile (or ok is false), which
+// ends the reading.
+func (r *journalReader) end(ok bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reading = false
+	if r.stopped {
+		r.release()
+		return false
 	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(r.stopR.Fd()), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && fds[1].Revents == 0
+	return ok
+}
+
+// waitRoom waits for the forwarder to have taken the journal; false once stopped.
+func (r *journalReader) waitRoom() bool {
+	select {
+	case <-r.room:
+		return true
+	case <-r.done:
+		return false
 	}
 }
 
@@ -260,18 +257,23 @@ func (r *journalReader) roomMade() {
 	}
 }
 
-// stop stops the reading, waiting for a read under way to end (it ends at once): what was read
-// is published, and nothing more is read from the client's input here. It closes the input and
-// unmaps the journal.
+// stop stops the reading: nothing more is read from the client's input here once a read under
+// way ends, and it ends the reading then (at once when none is).
 func (r *journalReader) stop() {
-	if r.stopped.Swap(true) {
-		return
-	}
-	close(r.done)
-	r.stopW.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stopR.Close()
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	close(r.done)
+	if !r.reading {
+		r.release()
+	}
+}
+
+// release closes the input and unmaps the journal. Callers hold r.mu.
+func (r *journalReader) release() {
 	r.in.Close()
 	r.j.unmap()
 }

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// journalPipe is a journal, the reader of a pipe through it (the shared process's) and the
-// pipe's write end (the client's), closed with the test; drains receives each call to take it.
+// journalPipe is a journal as the forwarder maps it, the reader of a pipe through it (the shared
+// process's, with a mapping of its own) and the pipe's write end (the client's), closed with the
+// test; drains receives each call to take it.
 func journalPipe(t *testing.T) (*journal, *journalReader, *os.File, chan bool) {
 	t.Helper()
 	j, jf, err := newJournal(t.TempDir())
@@ -22,12 +23,16 @@ func journalPipe(t *testing.T) (*journal, *journalReader, *os.File, chan bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drains := make(chan bool, 16)
-	jr, err := newJournalReader(r, j, func(wait bool) { drains <- wait })
+	sj, err := mapJournal(jf) // the shared process's mapping, which the reader unmaps
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { jr.stop(); w.Close(); jf.Close() })
+	drains := make(chan bool, 16)
+	jr, err := newJournalReader(r, sj, func(wait bool) { drains <- wait })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jr.stop(); w.Close(); jf.Close(); j.unmap() })
 	return j, jr, w, drains
 }
 
@@ -75,16 +80,24 @@ func TestJournalReaderWaitsForRoom(t *testing.T) {
 	}
 }
 
-// A read that waits for the client ends once the reading stops, and nothing more is read: a
-// new shared process is then the client's only reader.
+// A read under way when the reading stops ends when the client writes (a blocking read cannot
+// be stopped), with what it read published and nothing given to the session; no read follows.
 func TestJournalReaderStops(t *testing.T) {
-	_, jr, w, _ := journalPipe(t)
+	j, jr, w, _ := journalPipe(t)
 	done := make(chan error, 1)
 	go func() {
 		_, err := jr.Read(make([]byte, 64))
 		done <- err
 	}()
-	time.AfterFunc(50*time.Millisecond, jr.stop) // whether the read waits already or not
+	waitFor(t, "the read under way", func() bool {
+		jr.mu.Lock()
+		defer jr.mu.Unlock()
+		return jr.reading
+	})
+	jr.stop()
+	if _, err := w.Write([]byte("late\n")); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-done:
 		if err != errStopped {
@@ -93,7 +106,9 @@ func TestJournalReaderStops(t *testing.T) {
 	case <-time.After(waitTime):
 		t.Fatal("a stopped read goes on waiting for the client")
 	}
-	_, _ = w.Write([]byte("after\n")) // the input is closed here: the write may fail
+	if head := atomic.LoadUint64(j.head()); head != 5 {
+		t.Errorf("published %d bytes of what the stopped read took, want 5", head)
+	}
 	if _, err := jr.Read(make([]byte, 64)); err != errStopped {
 		t.Errorf("read after the stop: %v", err)
 	}

@@ -343,6 +343,11 @@ func receivePipes(fds []int) (before, in, out, receipts *os.File, j *journal, er
 			return nil, nil, nil, nil, nil, err
 		}
 	}
+	// in is read blocking (journalReader), whatever a shared process before made of its open file.
+	if err := unix.SetNonblock(fds[3], false); err != nil {
+		closeFDs(fds)
+		return nil, nil, nil, nil, nil, err
+	}
 	jf := os.NewFile(uintptr(fds[4]), "the session's journal")
 	j, err = mapJournal(jf)
 	jf.Close() // the mapping stays
@@ -350,8 +355,7 @@ func receivePipes(fds []int) (before, in, out, receipts *os.File, j *journal, er
 		closeFDs(fds[:4])
 		return nil, nil, nil, nil, nil, err
 	}
-	// os.NewFile polls a descriptor that is non-blocking when it is made: in is made in
-	// blocking mode, which journalReader changes under it (it reads it with poll(2) itself).
+	// os.NewFile polls a descriptor that is non-blocking when it is made.
 	return os.NewFile(uintptr(fds[0]), "what comes before the client's messages"), os.NewFile(uintptr(fds[3]), "the client's messages"),
 		os.NewFile(uintptr(fds[1]), "the client's output"), os.NewFile(uintptr(fds[2]), "the session's receipts"), j, nil
 }
