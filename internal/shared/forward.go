@@ -85,8 +85,8 @@ func Forward(o ForwardOptions) (int, error) {
 	l, err := f.connect()
 	if err != nil {
 		f.closeOutput() // as it was, for the unshared session
-		if copyIn == nil {
-			blocking(in)
+		if copyIn != nil {
+			in.Close() // nothing was copied to it: stdin is the unshared session's, unread
 		}
 		return 0, err
 	}
@@ -95,11 +95,7 @@ func Forward(o ForwardOptions) (int, error) {
 		go copyIn()
 	}
 	go f.reloads()
-	code := f.serve(l)
-	if copyIn == nil {
-		blocking(in) // a shared process made it non-blocking; what reads it next expects it blocking
-	}
-	return code, nil
+	return f.serve(l), nil
 }
 
 func newForwarder(o ForwardOptions, sess *Session) *forwarder {
@@ -143,6 +139,10 @@ type forwarder struct {
 	out    *os.File
 	copied chan struct{}
 	in     *os.File
+	// abandoned are the pipes of what comes before the client's input for the shared processes
+	// that did not say in time that they took the session (connect), open for the forwarder's
+	// life.
+	abandoned []*os.File
 
 	mu       sync.Mutex
 	logConn  net.Conn     // the session's log connection
@@ -206,7 +206,9 @@ func (f *forwarder) connect() (l link, err error) {
 	}
 	defer closeFiles(theirs) // the shared process has them
 	fail := func() {
-		before.Close()
+		if before != nil {
+			before.Close()
+		}
 		receipts.Close()
 		j.unmap()
 	}
@@ -222,7 +224,13 @@ func (f *forwarder) connect() (l link, err error) {
 	}
 	if err != nil {
 		if pc != nil {
+			// A shared process that got the hello and did not say that it took the session
+			// in time may host it all the same: its session reads what comes before the
+			// client's input first, which is left open, so that it never reads the client,
+			// whom another process serves now (an unshared session, or the next shared process).
+			f.abandoned = append(f.abandoned, before)
 			pc.Close()
+			before = nil
 		}
 		lc.Close()
 		fail()

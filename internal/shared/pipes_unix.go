@@ -67,11 +67,12 @@ func sessionPipes(out, in *os.File, dir string) (before *os.File, receipts *rece
 
 // clientInput is what the shared process reads the client's messages from, given the
 // forwarder's stdin, stdout and stderr: stdin itself when it is a pipe or a socket open there
-// alone (the shared process makes it non-blocking, which would change how stdout or stderr are
-// written if they shared it), so that nothing lies between the client and its session;
-// otherwise (a terminal, a file, a reader that is no file) the read end of a pipe that copy
-// copies stdin to, which the forwarder runs, and which ends the pipe at the end of stdin. The
-// pipe outlives the shared processes the session runs in: what one did not read, the next does.
+// alone (the shared process reads it in blocking mode, which it puts it in: that would change
+// how stdout or stderr are written if they shared it), so that nothing lies between the client
+// and its session; otherwise (a terminal, a file, a reader that is no file) the read end of a
+// pipe that copy copies stdin to, which the forwarder runs, and which ends the pipe at the end
+// of stdin. The pipe outlives the shared processes the session runs in: what one did not read,
+// the next does.
 func clientInput(stdin io.Reader, stdout, stderr io.Writer) (in *os.File, copy func(), err error) {
 	if f, ok := stdin.(*os.File); ok && ownPipe(f, stdout, stderr) {
 		return f, nil, nil
