@@ -900,6 +900,28 @@ func TestFaultShareSessionLimits(t *testing.T) {
 	endShared(t, dir, tag, small, large)
 }
 
+// A session ends with its forwarder, even while its client keeps its input open: the shared
+// process reads the client itself, and without the forwarder nobody would take the session's
+// journal or carry it over a restart. Its server then stops with the linger, and the shared
+// process exits.
+func TestFaultShareForwarderKilled(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	s0 := shareClient(t, path, "s0")
+	if m := s0.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`); !strings.Contains(string(m.Result), `{"back":1}`) {
+		t.Fatalf("a call: %s", m.Line)
+	}
+	if err := s0.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the session's end in the shared process", func() bool {
+		return strings.Contains(sharedLog(t, dir), "a session ended")
+	})
+	nothingShared(t, dir, tag)
+	s0.in.Close()
+}
+
 // A session that ends with work at a server another session uses: the server has the
 // session's call cancelled and its question to the session's client answered with an error,
 // by the session itself (its in-flight table is the only record of either), and the other

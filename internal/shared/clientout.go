@@ -356,8 +356,8 @@ func (o *clientOut) drainBy(drain func()) {
 }
 
 // flushReceipts writes the receipts the pipe did not take at once. The forwarder reads them
-// when what it is owed grows (forwarder.owed), and when asked to: before each write that
-// would wait, the pipe being full. Receipts that wait here are lost with a shared process
+// when it takes the journal (journalDrainAt), and when asked to: before each write that would
+// wait, the pipe being full. Receipts that wait here are lost with a shared process
 // killed meanwhile (the forwarder would answer requests that were answered), so they do not
 // wait for the client's next message.
 func (o *clientOut) flushReceipts() {

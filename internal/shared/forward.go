@@ -82,18 +82,26 @@ func Forward(o ForwardOptions) (int, error) {
 		return 0, fmt.Errorf("the client's input: %w", err)
 	}
 	f.in = in
+	restore := func() {}
+	if copyIn == nil {
+		// The shared process reads it in blocking mode, which it puts it in: the mode the
+		// client gave it is given back.
+		restore = restoreMode(in)
+	}
 	l, err := f.connect()
 	if err != nil {
 		f.closeOutput() // as it was, for the unshared session
 		if copyIn != nil {
 			in.Close() // nothing was copied to it: stdin is the unshared session's, unread
 		}
-		return 0, err
+		restore()
+		return 0, err // (a shared process that got the hello never reads stdin: connect)
 	}
 	releaseImage()
 	if copyIn != nil {
 		go copyIn()
 	}
+	defer restore()
 	go f.reloads()
 	return f.serve(l), nil
 }
@@ -273,10 +281,10 @@ func (f *forwarder) serve(l link) int {
 		// What comes before the client's input is written without the lock, which the
 		// shared process's end (below) takes: the pipe holds what the client set up, but a
 		// line of the client's taken in part may be larger.
-		go func() {
-			_, _ = l.before.Write(before)
-			l.before.Close()
-		}()
+		go func(w *os.File, before []byte) {
+			_, _ = w.Write(before)
+			w.Close()
+		}(l.before, before)
 
 		code, exited := f.readLog(l.lc)
 		if exited { // after the session's last messages, which the shared process wrote first

@@ -83,8 +83,9 @@ func (d *daemon) space() string {
 // the client's input, and its output to the client (with the receipts, whose end the forwarder
 // waits for).
 type hostedConns struct {
-	in  *journalReader
-	out *clientOut
+	in      *journalReader
+	out     *clientOut
+	stopped bool // by closeHosted: the session sends no exit status
 }
 
 // logLine is a line of a hosted session's log connection: from the shared process, a write of
@@ -227,18 +228,26 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 
 	out.drainBy(func() { lw.drain(false) })
 	reloads := make(chan os.Signal, 1)
-	go readReloads(logConn, reloads, in)
+	// The session ends with its forwarder: the end of the log connection (the forwarder's, or
+	// one it gave up on: connect) ends its context and its reading of the client.
+	ctx, cancel := context.WithCancel(d.ctx)
+	defer cancel()
+	go func() {
+		readReloads(logConn, reloads, in)
+		cancel()
+		in.stop()
+	}()
 	s := &Hosted{Reloads: reloads, Args: h.Args, Env: h.Env, Dir: h.Dir, PID: h.PID, Config: h.Config, Named: h.Named,
 		In: io.MultiReader(before, in), Out: out, Stderr: lw, d: d, id: h.Session, space: d.space()}
-	code := d.runHost(s)
+	code := d.runHost(ctx, s)
 	in.stop() // nothing more is read from the client here
 	before.Close()
 	out.Close() // after all the session wrote: then its status
 
 	d.mu.Lock()
+	stopping := d.hosted[conn].stopped // the shared process stopped it: its exit ends the connections (closeHosted)
 	delete(d.sessions, conn)
 	delete(d.hosted, conn)
-	stopping := d.closed // the shared process stops: its exit ends the connections (closeHosted)
 	d.mu.Unlock()
 	if !stopping {
 		lw.exit(code)
@@ -273,7 +282,7 @@ func readReloads(logConn net.Conn, reloads chan<- os.Signal, in *journalReader) 
 
 // runHost runs a hosted session; a panic in it ends that session alone (status 1), never the
 // shared process or another session.
-func (d *daemon) runHost(s *Hosted) (code int) {
+func (d *daemon) runHost(ctx context.Context, s *Hosted) (code int) {
 	defer func() {
 		if v := recover(); v != nil {
 			d.log.Error("a session failed", "pid", s.PID, "panic", fmt.Sprint(v))
@@ -281,7 +290,7 @@ func (d *daemon) runHost(s *Hosted) (code int) {
 			code = 1
 		}
 	}()
-	return d.hostFunc(d.ctx, s)
+	return d.hostFunc(ctx, s)
 }
 
 // closeHosted stops every hosted session (the shared process is ending): each stops reading its
@@ -293,8 +302,10 @@ func (d *daemon) runHost(s *Hosted) (code int) {
 func (d *daemon) closeHosted() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, h := range d.hosted {
+	for conn, h := range d.hosted {
 		h.in.stop()
 		h.out.closeReading() // then the receipts end, which the forwarder reads to their end
+		h.stopped = true
+		d.hosted[conn] = h
 	}
 }

@@ -48,7 +48,8 @@ const (
 	journalSize = 256 << 10
 	// journalDrainAt is what the ring holds when the shared process asks the forwarder to take
 	// it: the forwarder reads the receipts then too, and the receipts of what a client sends
-	// in 64 KiB stay well within what their pipe holds (receiptsPipe).
+	// in 64 KiB stay within what their pipe holds as a rule (a receipt can be longer than its
+	// request, an ID written with escapes: what the pipe does not take waits in clientOut).
 	journalDrainAt = 64 << 10
 )
 
@@ -211,11 +212,16 @@ func (r *journalReader) Read(p []byte) (int, error) {
 			r.head += uint64(n)
 			atomic.StoreUint64(r.j.head(), r.head)
 		}
-		if !r.end(true) {
+		if err != unix.EAGAIN && !r.end(true) {
 			return 0, errStopped
 		}
 		switch {
-		case err == unix.EINTR || err == unix.EAGAIN: // EAGAIN: another process made it non-blocking
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN: // something that shares the open file made it non-blocking
+			if !r.end(r.readable()) {
+				return 0, errStopped
+			}
 			continue
 		case err != nil:
 			return 0, err
@@ -237,6 +243,17 @@ func (r *journalReader) end(ok bool) bool {
 		return false
 	}
 	return ok
+}
+
+// readable waits for the input to hold something, or to end; false on an error.
+func (r *journalReader) readable() bool {
+	fds := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
 }
 
 // waitRoom waits for the forwarder to have taken the journal; false once stopped.

@@ -172,8 +172,9 @@ func writeSome(f *os.File) func(b []byte) (int, error) {
 type receiptsEnd struct{ fd int }
 
 // receiptsPipe makes the receipts' pipe: the forwarder's end, and the shared process's. It keeps
-// the system's size (64 KiB on Linux and macOS), which holds what the forwarder may leave unread
-// (drainAt): a larger one would count against what the user's pipes may hold together
+// the system's size (64 KiB on Linux and macOS), which holds what the forwarder leaves unread
+// between two takings of the journal as a rule (journalDrainAt; what it does not hold waits in
+// the shared process, clientOut): a larger one would count against what the user's pipes may hold together
 // (/proc/sys/fs/pipe-user-pages-soft), past which every new pipe of the user's gets 8 KiB.
 func receiptsPipe() (*receiptsEnd, *os.File, error) {
 	var p [2]int
@@ -220,6 +221,21 @@ func (r *receiptsEnd) read(buf []byte, wait bool) (int, error) {
 }
 
 func (r *receiptsEnd) Close() error { return unix.Close(r.fd) }
+
+// restoreMode returns a function that gives f's open file back the blocking mode it has now.
+func restoreMode(f *os.File) func() {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return func() {}
+	}
+	flags := -1
+	_ = rc.Control(func(fd uintptr) { flags, _ = unix.FcntlInt(fd, unix.F_GETFL, 0) })
+	return func() {
+		if flags >= 0 {
+			_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), flags&unix.O_NONBLOCK != 0) })
+		}
+	}
+}
 
 // blocking puts f's open file in blocking mode, for the forwarder's own writes to the client's
 // output once no shared process writes to it (one made it non-blocking).

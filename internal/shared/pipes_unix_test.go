@@ -220,3 +220,23 @@ func TestHelloRefusesOtherDescriptors(t *testing.T) {
 		t.Error("the descriptor of a refused hello is still open")
 	}
 }
+
+// The client's input, which a shared process puts in blocking mode, is given back the mode the
+// client gave it once the session ends.
+func TestRestoreMode(t *testing.T) {
+	r, w, err := os.Pipe() // non-blocking, as os.Pipe makes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	restore := restoreMode(r)
+	blocking(r)
+	if nonBlocking(t, r) {
+		t.Fatal("blocking left it non-blocking")
+	}
+	restore()
+	if !nonBlocking(t, r) {
+		t.Error("the input's mode was not given back")
+	}
+}

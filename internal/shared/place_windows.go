@@ -52,6 +52,7 @@ func clientOutput(io.Reader, io.Writer, io.Writer) (*os.File, func(), error) {
 	return nil, nil, errUnsupported
 }
 func blocking(*os.File)                                 {}
+func restoreMode(*os.File) func()                       { return func() {} }
 func writeSome(f *os.File) func([]byte) (int, error)    { return f.Write }
 func tryRead(*os.File, []byte) (int, error)             { return 0, errUnsupported }
 func sendHello(net.Conn, []byte, []*os.File) error      { return errUnsupported }

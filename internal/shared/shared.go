@@ -1,8 +1,8 @@
 // Package shared runs the sessions of many clients in one process (--share), as gopls's
 // daemon mode does: the process a client starts is a forwarder (forward.go), which finds or
 // starts the user's shared process of its build, hands it the session's context (its serving
-// flags, environment and working directory) and the client's output, and copies the client's
-// messages to it, while the shared process writes the session's to the client itself
+// flags, environment and working directory) and the client's input and output, which the
+// shared process reads (through the session's journal, journal_unix.go) and writes itself
 // (clientout.go); the shared process hosts the session (host.go: the serving command, run by the program's Host
 // with the client's context, so that the session reads its own configuration, names the tools,
 // keeps its client's era, filters and state, as unshared) and runs the servers' processes,
