@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
@@ -16,9 +17,13 @@ import (
 // clientOutput in pipes_unix.go), so that the session's messages reach the client as an
 // unshared session's do, with no process between them in that direction. The forwarder still
 // has to know, should the shared process end, which of the client's requests were answered:
-// beside the client's output the session writes receipts, which the forwarder reads seldom
-// (when what they can hold grows, when the session asks because their pipe is full, and to
-// their end when the shared process ends), so that no process wakes for them per message.
+// beside the client's output the session writes receipts, into a ring of its journal
+// (journal_unix.go), memory that the forwarder maps too, which it takes seldom (when it takes
+// the client's input, when the ring fills, and to its end when the shared process ends), so
+// that neither process makes a system call for them per message (a write to a pipe each was
+// 0.6 system calls a call with eight callers: BENCHMARKS.md). Whether the shared process can
+// write more of them the forwarder learns from a pipe that nothing is written to, whose end
+// the shared process closes after the client's output (receiptsEnd, pipes_unix.go).
 //
 // Receipts are lines: after a write that ends an answer to a request of the client's, the
 // answer's ID as written ("7", "\"a\""); after a write that leaves a line unfinished (a client
@@ -28,8 +33,9 @@ import (
 // leaves a line unfinished, "-" after. So the forwarder knows, when the shared process ends,
 // which requests are unanswered and whether the client's output stops in the middle of a line,
 // which its errors must not be appended to. The receipts of a write are written after it: a
-// shared process killed between the two (a few instructions) leaves an answer the client has
-// that the forwarder answers again, which the client takes for an answer to no request of its
+// shared process killed between the two (a few instructions; a receipt written in part, which
+// the ring keeps, is no receipt) leaves an answer the client has that the forwarder answers
+// again, which the client takes for an answer to no request of its
 // own; and where the client's output is a socket, which may take part of a short write, a line
 // cut short there that the forwarder does not know of, so that the first error it writes is
 // joined to it and lost to the client.
@@ -43,20 +49,26 @@ type clientOut struct {
 	f    *os.File
 	try  func([]byte) (int, error) // one non-blocking write to f; nil when f cannot take one
 	some func([]byte) (int, error) // a write to f that waits until it takes some
-	rec  *os.File
-	rtry func([]byte) (int, error)
+	rec  *os.File                  // the shared process's end of the receipts' end: closed once no receipt follows
+	j    *journal                  // its receipts ring; released by close
+	// rhead is how far the session wrote the ring; rasked the ring's tail, +1, when the
+	// forwarder was last asked to take it.
+	rhead, rasked uint64
+	rclosed       bool // the receipts ended: nothing more is written to the ring
 
 	// The line being written, when a write ended in the middle of one.
 	mid  bool   // a line is under way
 	skip bool   // it is left out
 	id   []byte // the ID it answers, if it is an answer
 
-	rpending  []byte // receipts the pipe did not take at once, for flushReceipts
+	rpending  []byte // receipts the ring had no room for, for flushReceipts
 	rflushing bool
-	// drain asks the forwarder to read the receipts (a line on the log connection): it
-	// reads them as its client's input grows what they may hold, which the "+" and "-" of
-	// writes that may be cut short grow too, with no input.
-	drain     func()
+	// drain asks the forwarder to take the journal (a line on the log connection), with wait
+	// to say when it did (room): it takes it as its client's input grows what the receipts
+	// may hold, which the "+" and "-" of writes that may be cut short grow too, with no input.
+	drain     func(wait bool)
+	room      chan struct{} // the forwarder took the journal
+	done      chan struct{} // closed once the receipts ended
 	flushed   chan struct{} // closed when flushReceipts ends, for closeReading
 	closeOnce sync.Once
 
@@ -65,8 +77,13 @@ type clientOut struct {
 	recs  []byte    // scratch
 }
 
-func newClientOut(f, receipts *os.File) *clientOut {
-	return &clientOut{f: f, try: stdio.TryWrite(f), some: writeSome(f), rec: receipts, rtry: stdio.TryWrite(receipts)}
+// newClientOut writes to the client's output f, and the receipts into j's ring (holding j
+// until it closes), closing end once it writes no more of them.
+func newClientOut(f, end *os.File, j *journal) *clientOut {
+	j.hold()
+	return &clientOut{f: f, try: stdio.TryWrite(f), some: writeSome(f), rec: end, j: j,
+		rhead: atomic.LoadUint64(j.receipts().head), drain: func(bool) {},
+		room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // TryWrite writes what the client's output takes of b at once (stdio.TryWriter). A write of
@@ -119,34 +136,49 @@ func (o *clientOut) Write(b []byte) (int, error) {
 	return done, nil
 }
 
-// Close closes the client's output and the receipts. The receipts the pipe did not take are
-// left unwritten: the forwarder does not read them when the session ends (see closeReading).
+// Close closes the client's output and ends the receipts. The receipts the ring had no room
+// for are left unwritten: the forwarder does not take them when the session ends (see
+// closeReading).
 func (o *clientOut) Close() error { return o.close(false) }
 
-// closeReading closes the client's output and then the receipts, once those the pipe did not
-// take yet are written (for receiptsWait at most): the forwarder reads them to their end when
-// the shared process ends under a session that goes on.
+// closeReading closes the client's output and then ends the receipts, once those the ring had
+// no room for are written (for receiptsWait at most): the forwarder takes them to their end
+// when the shared process ends under a session that goes on.
 func (o *clientOut) closeReading() error { return o.close(true) }
 
-// receiptsWait bounds the wait of closeReading for the forwarder to read the receipts.
+// receiptsWait bounds the wait of closeReading for the forwarder to take the receipts.
 const receiptsWait = 5 * time.Second
+
+// receiptsSize is the size of the receipts' ring, and receiptsDrainAt what it holds when the
+// session asks the forwarder to take it. As a rule the receipts of what the client sends before
+// the forwarder takes its input (journalDrainAt) take far less (an ID a request); the "+" and "-"
+// of large messages, which come with no input, and receipts longer than their requests (IDs
+// written with escapes) ask on their own.
+const (
+	receiptsSize    = 64 << 10
+	receiptsDrainAt = receiptsSize / 2
+)
 
 func (o *clientOut) close(flush bool) error {
 	var err error
 	o.closeOnce.Do(func() {
 		err = o.f.Close() // waits for a write under way: its receipts are then written or waiting
 		o.mu.Lock()
-		if flush && o.rflushing { // receipts wait for the pipe: flushReceipts writes them all
-			_ = o.rec.SetWriteDeadline(time.Now().Add(receiptsWait))
+		if flush && o.rflushing { // receipts wait for room: flushReceipts writes them all
 			o.flushed = make(chan struct{})
-			done := o.flushed
+			flushed := o.flushed
 			o.mu.Unlock()
-			<-done
+			select {
+			case <-flushed:
+			case <-time.After(receiptsWait):
+			}
 			o.mu.Lock()
 		}
-		o.rpending = nil
+		o.rpending, o.rclosed = nil, true
+		close(o.done)
 		o.mu.Unlock()
-		o.rec.Close()
+		o.rec.Close() // the forwarder takes the ring to its end after this
+		o.j.release()
 	})
 	return err
 }
@@ -311,18 +343,17 @@ func answerID(line []byte) (id []byte, again, failed bool) {
 	return rest[:end], bytes.HasPrefix(rest, againPrefix), failed
 }
 
-// receipts writes recs to the receipts without waiting: what the pipe does not take at once is
+// receipts writes recs into the receipts' ring without waiting: what it has no room for is
 // written by flushReceipts, in order. Callers hold o.mu.
 func (o *clientOut) receipts(recs []byte) {
-	if len(recs) == 0 {
+	if len(recs) == 0 || o.rclosed {
 		return
 	}
-	if !o.rflushing && o.rtry != nil {
-		n, err := o.rtry(recs)
-		if err != nil || n == len(recs) {
-			return // the forwarder's end is gone: nobody reads them
+	if !o.rflushing {
+		n := o.put(recs)
+		if recs = recs[n:]; len(recs) == 0 {
+			return
 		}
-		recs = recs[n:]
 	}
 	o.rpending = coalesce(append(o.rpending, recs...))
 	if !o.rflushing {
@@ -331,10 +362,25 @@ func (o *clientOut) receipts(recs []byte) {
 	}
 }
 
+// put writes what of recs the ring has room for, and asks the forwarder to take the journal
+// once the ring holds receiptsDrainAt (once until it took it). Callers hold o.mu.
+func (o *clientOut) put(recs []byte) int {
+	r := o.j.receipts()
+	var n int
+	o.rhead, n = r.put(o.rhead, recs)
+	if used := r.used(o.rhead); used >= receiptsDrainAt {
+		if tail := o.rhead - used; o.rasked != tail+1 {
+			o.rasked = tail + 1
+			o.drain(false)
+		}
+	}
+	return n
+}
+
 // coalesce drops from recs the "+" and "-" that change nothing the forwarder reads from them
 // (whether the client's output stops in the middle of a line, which the last of them says):
 // so that a client that reads slowly, whose writes each say "+" and "-", does not grow the
-// receipts waiting for the pipe without bound.
+// receipts waiting for room in the ring without bound.
 func coalesce(recs []byte) []byte {
 	for {
 		switch {
@@ -348,63 +394,47 @@ func coalesce(recs []byte) []byte {
 	}
 }
 
-// drainBy sets how the forwarder is asked to read the receipts.
-func (o *clientOut) drainBy(drain func()) {
+// drainBy sets how the forwarder is asked to take the journal.
+func (o *clientOut) drainBy(drain func(wait bool)) {
 	o.mu.Lock()
 	o.drain = drain
 	o.mu.Unlock()
 }
 
-// flushReceipts writes the receipts the pipe did not take at once. The forwarder reads them
-// when it takes the journal (journalDrainAt), and when asked to: before each write that would
-// wait, the pipe being full. Receipts that wait here are lost with a shared process
-// killed meanwhile (the forwarder would answer requests that were answered), so they do not
-// wait for the client's next message.
+// roomMade tells flushReceipts that the forwarder took the journal.
+func (o *clientOut) roomMade() {
+	select {
+	case o.room <- struct{}{}:
+	default:
+	}
+}
+
+// flushReceipts writes the receipts the ring had no room for, asking the forwarder to take
+// the journal and say so, until they are all written or the receipts end. The forwarder takes
+// them when it takes the client's input (journalDrainAt), and when asked to (receiptsDrainAt).
+// Receipts that wait here are lost with a shared process killed meanwhile (the forwarder would
+// answer requests that were answered), so they do not wait for the client's next message.
 func (o *clientOut) flushReceipts() {
 	for {
 		o.mu.Lock()
-		recs := o.rpending
-		o.rpending = nil
-		drain := o.drain
-		if len(recs) == 0 {
-			o.flushEnded()
-			o.mu.Unlock()
-			return
+		if !o.rclosed && len(o.rpending) > 0 {
+			n := o.put(o.rpending)
+			o.rpending = o.rpending[:copy(o.rpending, o.rpending[n:])]
 		}
-		o.mu.Unlock()
-		if err := o.writeReceipts(recs, drain); err != nil {
-			o.mu.Lock()
+		if o.rclosed || len(o.rpending) == 0 {
 			o.rpending = nil
 			o.flushEnded()
 			o.mu.Unlock()
 			return
 		}
+		drain := o.drain
+		o.mu.Unlock()
+		drain(true)
+		select {
+		case <-o.room:
+		case <-o.done:
+		}
 	}
-}
-
-// writeReceipts writes recs to the receipts' pipe, asking the forwarder to read them (drain)
-// whenever the pipe does not take them at once. Only flushReceipts writes meanwhile.
-func (o *clientOut) writeReceipts(recs []byte, drain func()) error {
-	for len(recs) > 0 {
-		if o.rtry != nil {
-			n, err := o.rtry(recs)
-			if err != nil {
-				return err
-			}
-			if recs = recs[n:]; len(recs) == 0 {
-				return nil
-			}
-		}
-		if drain != nil {
-			drain()
-		}
-		n, err := o.rec.Write(recs[:min(len(recs), pipeBuf)]) // waits for the forwarder
-		if err != nil {
-			return err
-		}
-		recs = recs[n:]
-	}
-	return nil
 }
 
 // flushEnded notes that flushReceipts ends. Callers hold o.mu.

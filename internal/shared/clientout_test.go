@@ -24,22 +24,62 @@ func readAllOf(t *testing.T, o *clientOut) {
 	readAll(t, c.(*os.File))
 }
 
-// testOut is a clientOut over pipes: the client's output and the receipts, read back whole.
-func testOut(t *testing.T) (o *clientOut, client, receipts *os.File) {
+// testOut is a clientOut over a pipe to the client and a journal, its receipts taken back as
+// the forwarder takes them.
+func testOut(t *testing.T) (o *clientOut, client *os.File, receipts *testReceipts) {
 	t.Helper()
 	client, cw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	receipts, rw, err := os.Pipe()
+	end, endW, err := receiptsPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { client.Close(); receipts.Close() })
-	o = newClientOut(cw, rw)
+	j, jf, err := newJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sj, err := mapJournal(jf) // the shared process's mapping
+	jf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = newClientOut(cw, endW, sj)
+	sj.release()
+	t.Cleanup(func() { client.Close(); end.Close(); j.release() })
 	clients.Store(o, client)
 	t.Cleanup(func() { o.Close(); clients.Delete(o) })
-	return o, client, receipts
+	return o, client, &testReceipts{j: j, end: end, o: o}
+}
+
+// testReceipts are a test clientOut's receipts, as the forwarder takes them: its journal's
+// ring and the receipts' end.
+type testReceipts struct {
+	j     *journal
+	end   *receiptsEnd
+	o     *clientOut
+	taken uint64
+}
+
+// now takes what the ring holds, and tells the clientOut that it did, as the forwarder's
+// "drained" does.
+func (r *testReceipts) now() string {
+	var b []byte
+	r.taken = r.j.receipts().take(r.taken, false, func(p []byte) { b = append(b, p...) })
+	r.o.roomMade()
+	return string(b)
+}
+
+// all waits for the receipts' end and takes them to it.
+func (r *testReceipts) all(t *testing.T) string {
+	t.Helper()
+	if err := r.end.wait(); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	r.taken = r.j.receipts().take(r.taken, true, func(p []byte) { b = append(b, p...) })
+	return string(b)
 }
 
 // readAll reads what the pipe f (non-blocking) holds now.
@@ -90,7 +130,7 @@ func TestClientOutReceipts(t *testing.T) {
 	if got := readAll(t, client); got != want {
 		t.Errorf("the client got:\n%s\nwant:\n%s", got, want)
 	}
-	if got := readAll(t, receipts); got != "7\n!\"a\\\"b\"\n8\n" { // "!": an error
+	if got := receipts.now(); got != "7\n!\"a\\\"b\"\n8\n" { // "!": an error
 		t.Errorf("receipts %q", got)
 	}
 }
@@ -106,7 +146,7 @@ func TestClientOutBatchReceipts(t *testing.T) {
 	if n, err := o.write([]byte(batch+`[1,2]`+"\n"+other), limited(o, 1000)); err != nil || n != len(batch)+6+len(other) {
 		t.Fatalf("write: %d, %v", n, err)
 	}
-	if got := readAll(t, receipts); got != "1\n!\"b\"\n3\n4\n" {
+	if got := receipts.now(); got != "1\n!\"b\"\n3\n4\n" {
 		t.Errorf("receipts %q", got)
 	}
 	for i, step := range []struct {
@@ -117,7 +157,7 @@ func TestClientOutBatchReceipts(t *testing.T) {
 		if n, err := o.write([]byte(step.in), limited(o, step.accept)); err != nil || n != min(step.accept, len(step.in)) {
 			t.Fatalf("step %d: %d, %v", i, n, err)
 		}
-		if got := readAll(t, receipts); got != step.receipts {
+		if got := receipts.now(); got != step.receipts {
 			t.Errorf("step %d: receipts %q, want %q", i, got, step.receipts)
 		}
 	}
@@ -128,7 +168,7 @@ func TestClientOutBatchReceipts(t *testing.T) {
 		if n, err := o.write([]byte(step.in), limited(o, 1000)); err != nil || n != len(step.in) {
 			t.Fatalf("cut step %d: %d, %v", i, n, err)
 		}
-		if got := readAll(t, receipts); got != step.receipts {
+		if got := receipts.now(); got != step.receipts {
 			t.Errorf("cut step %d: receipts %q, want %q", i, got, step.receipts)
 		}
 	}
@@ -166,7 +206,7 @@ func TestClientOutUnfinishedLines(t *testing.T) {
 		if err != nil || n != s.done {
 			t.Fatalf("step %d: done with %d of %d, %v; want %d", i, n, len(s.in), err, s.done)
 		}
-		if got := readAll(t, receipts); got != s.receipts {
+		if got := receipts.now(); got != s.receipts {
 			t.Errorf("step %d: receipts %q, want %q", i, got, s.receipts)
 		}
 	}
@@ -190,7 +230,7 @@ func TestClientOutWaitingWrite(t *testing.T) {
 		if n, err := o.Write([]byte(step.in)); err != nil || n != len(step.in) {
 			t.Fatalf("Write: %d of %d, %v", n, len(step.in), err)
 		}
-		if got := readAll(t, receipts); got != step.receipts {
+		if got := receipts.now(); got != step.receipts {
 			t.Errorf("after writing %q: receipts %q, want %q", step.in, got, step.receipts)
 		}
 	}
@@ -199,13 +239,13 @@ func TestClientOutWaitingWrite(t *testing.T) {
 	}
 }
 
-// Receipts the forwarder has not read yet, beyond what their pipe holds, wait in the shared
+// Receipts the forwarder has not taken yet, beyond what their ring holds, wait in the shared
 // process without keeping the session waiting, and reach the forwarder in order.
 func TestClientOutReceiptsWait(t *testing.T) {
 	o, client, receipts := testOut(t)
 	var want strings.Builder
 	go func() { _, _ = io.Copy(io.Discard, client) }()
-	for i := range 5000 { // more receipts than the pipe holds
+	for i := range 5000 { // more receipts than the ring holds
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"request-%d","result":{}}`+"\n", i)
 		if n, err := o.TryWrite([]byte(line)); err != nil || n != len(line) {
 			// The client reads: a write may find the pipe full for a moment.
@@ -218,16 +258,21 @@ func TestClientOutReceiptsWait(t *testing.T) {
 	receiptsInOrder(t, receipts, "request-", 5000, want.String())
 }
 
-// Receipts the pipe does not take ask the forwarder to read them (it reads them as its client
+// Receipts that fill the ring ask the forwarder to take them (it takes them as its client
 // writes, which a client may not): they do not wait in the shared process, which may be killed.
 func TestClientOutAsksToBeRead(t *testing.T) {
 	o, client, receipts := testOut(t)
 	asked := make(chan struct{}, 1000)
-	o.drainBy(func() { asked <- struct{}{} })
+	o.drainBy(func(bool) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
 	go func() { _, _ = io.Copy(io.Discard, client) }()
 	id := strings.Repeat("x", 200)
 	var want strings.Builder
-	for i := range 1000 { // 200 KiB of receipts: more than the pipe holds
+	for i := range 1000 { // 200 KiB of receipts: more than the ring holds
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"%s-%d","result":{}}`+"\n", id, i)
 		if _, err := o.Write([]byte(line)); err != nil {
 			t.Fatal(err)
@@ -237,7 +282,7 @@ func TestClientOutAsksToBeRead(t *testing.T) {
 	select {
 	case <-asked:
 	case <-time.After(10 * time.Second):
-		t.Fatal("receipts wait for a pipe that is full, and the forwarder was not asked to read them")
+		t.Fatal("receipts wait for a ring that is full, and the forwarder was not asked to take them")
 	}
 	receiptsInOrder(t, receipts, id, 1000, want.String())
 }
@@ -252,7 +297,7 @@ func TestClientOutLongWrite(t *testing.T) {
 		if n, err := o.TryWrite([]byte(step.in)); err != nil || n != len(step.in) {
 			t.Fatalf("TryWrite: %d of %d, %v", n, len(step.in), err)
 		}
-		if got := readAll(t, receipts); got != step.receipts {
+		if got := receipts.now(); got != step.receipts {
 			t.Errorf("receipts %q, want %q", got, step.receipts)
 		}
 	}
@@ -261,7 +306,7 @@ func TestClientOutLongWrite(t *testing.T) {
 	}
 }
 
-// What the receipts waiting for the pipe say of unfinished lines is kept to what matters, the
+// What the receipts waiting for room say of unfinished lines is kept to what matters, the
 // last of it, as they are added; IDs are kept.
 func TestCoalesce(t *testing.T) {
 	for in, want := range map[string]string{
@@ -281,12 +326,12 @@ func TestCoalesce(t *testing.T) {
 	}
 }
 
-// When the shared process stops under a session that goes on, the receipts the pipe did not take
-// reach the forwarder before their end, which it reads to.
+// When the shared process stops under a session that goes on, the receipts the ring had no room
+// for reach the forwarder before their end, which it takes them to.
 func TestClientOutCloseReading(t *testing.T) {
 	o, _, receipts := testOut(t)
 	var want strings.Builder
-	for i := range 5000 { // more receipts (80 KB) than the pipe holds
+	for i := range 5000 { // more receipts (80 KB) than the ring holds
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"request-%05d","result":{}}`+"\n", i)
 		if i%100 == 0 {
 			readAllOf(t, o) // keeps the client's pipe from filling
@@ -296,40 +341,37 @@ func TestClientOutCloseReading(t *testing.T) {
 		}
 		fmt.Fprintf(&want, "\"request-%05d\"\n", i)
 	}
-	done := make(chan string)
-	go func() {
-		var got []byte
-		buf := make([]byte, 4096)
-		for {
-			n, err := receipts.Read(buf)
-			got = append(got, buf[:n]...)
-			if err != nil {
-				done <- string(got)
-				return
-			}
+	closed := make(chan struct{})
+	go func() { // the forwarder, asked to take the ring as it fills
+		defer close(closed)
+		if err := o.closeReading(); err != nil {
+			t.Error(err)
 		}
 	}()
-	if err := o.closeReading(); err != nil {
-		t.Fatal(err)
+	var got strings.Builder
+	for open := true; open; {
+		select {
+		case <-closed:
+			open = false
+		case <-time.After(time.Millisecond):
+		}
+		got.WriteString(receipts.now())
 	}
-	if got := <-done; got != want.String() {
-		t.Errorf("the forwarder read %d bytes of receipts, want %d", len(got), want.Len())
+	got.WriteString(receipts.all(t))
+	if got.String() != want.String() {
+		t.Errorf("the forwarder took %d bytes of receipts, want %d", got.Len(), want.Len())
 	}
 }
 
 // receiptsInOrder reads the receipts until n of them hold mark, and checks that, but for the
 // "+" and "-" among them, they are want.
-func receiptsInOrder(t *testing.T, receipts *os.File, mark string, n int, want string) {
+func receiptsInOrder(t *testing.T, receipts *testReceipts, mark string, n int, want string) {
 	t.Helper()
 	var got bytes.Buffer
-	buf := make([]byte, 4096)
-	for strings.Count(got.String(), mark) < n || !bytes.HasSuffix(got.Bytes(), []byte("\n")) {
-		k, err := receipts.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got.Write(buf[:k])
-	}
+	waitFor(t, "the receipts", func() bool {
+		got.WriteString(receipts.now())
+		return strings.Count(got.String(), mark) >= n && bytes.HasSuffix(got.Bytes(), []byte("\n"))
+	})
 	if strings.NewReplacer("+\n", "", "-\n", "").Replace(got.String()) != want {
 		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), len(want))
 	}

@@ -181,7 +181,7 @@ func (d *testDaemon) session(t *testing.T, config string) *testSession {
 	}
 	before.Close() // nothing comes before the client's messages
 	s.pipes = []*os.File{inW, inR, outR, outW}
-	t.Cleanup(func() { receipts.Close(); j.unmap() })
+	t.Cleanup(func() { receipts.Close(); j.release() })
 	for _, h := range []hello{{Protocol: protocol, Kind: kindLog, Session: id}, {Protocol: protocol, Kind: kindHost, Session: id, PID: os.Getpid(), Config: config}} {
 		var files []*os.File
 		if h.Kind == kindHost {

@@ -154,9 +154,10 @@ type forwarder struct {
 
 	mu       sync.Mutex
 	logConn  net.Conn     // the session's log connection
-	receipts *receiptsEnd // the session's receipts (clientout.go); nil while there is none
-	journal  *journal     // what the shared process read of the client's input; nil while there is none
-	taken    uint64       // how far the forwarder took the journal
+	receipts *receiptsEnd // the end of the session's receipts (clientout.go); nil while there is none
+	journal  *journal     // what the shared process read of the client's input, and its receipts; nil while there is none
+	taken    uint64       // how far the forwarder took the journal's input
+	rtaken   uint64       // and its receipts
 	partial  []byte       // a line of the client's taken in part
 
 	// What the client set up, kept to set it up again in another shared process.
@@ -174,8 +175,8 @@ type forwarder struct {
 	levels   int // the setLevel requests sent
 	levelSeq int // which of them is level
 
-	// The receipts read: open says that the client's output stops in the middle of a line;
-	// carry is a receipt read in part; recs are the receipts read, taken in once the journal is.
+	// The receipts taken: open says that the client's output stops in the middle of a line;
+	// carry is a receipt taken in part; recs are the receipts taken, taken in once the input is.
 	open  bool
 	carry []byte
 	recs  []byte
@@ -184,8 +185,8 @@ type forwarder struct {
 // link is a session's link to one shared process: its protocol connection (which the shared
 // process counts while the session lasts, and whose end is the shared process's), its log
 // connection, the pipe of what the forwarder gives the session before the client's input (what
-// the client set up, sent again), the session's receipts and its journal (pipes_unix.go,
-// journal_unix.go).
+// the client set up, sent again), the end of the session's receipts and its journal
+// (pipes_unix.go, journal_unix.go).
 type link struct {
 	pc, lc   net.Conn
 	before   *os.File
@@ -198,7 +199,7 @@ func (l link) close() {
 	l.lc.Close()
 	l.before.Close()
 	l.receipts.Close()
-	l.journal.unmap()
+	l.journal.release()
 }
 
 // connect makes the session's link to the shared process (starting it when none runs): its
@@ -218,7 +219,7 @@ func (f *forwarder) connect() (l link, err error) {
 			before.Close()
 		}
 		receipts.Close()
-		j.unmap()
+		j.release()
 	}
 	lc, _, err := f.sess.dial(hello{Protocol: protocol, Kind: kindLog, Session: sid}, nil)
 	if err != nil {
@@ -274,7 +275,7 @@ func (f *forwarder) serve(l link) int {
 	for {
 		began := time.Now()
 		f.mu.Lock()
-		f.logConn, f.receipts, f.journal, f.taken = l.lc, l.receipts, l.journal, 0
+		f.logConn, f.receipts, f.journal, f.taken, f.rtaken = l.lc, l.receipts, l.journal, 0, 0
 		f.carry = f.carry[:0]
 		before := f.replay()
 		f.mu.Unlock()
@@ -508,29 +509,23 @@ func (f *forwarder) answered(key string, ok bool) {
 	f.retire(key)
 }
 
-// drain takes in what the session read of the client's input (its journal) and the receipts
-// it wrote: those the pipe holds (read without waiting), or, with ended (the shared process is
-// gone), all it wrote, to their end, and what it read and had not published. The receipts are
-// read first and taken in last: a receipt read names a request that the journal held before.
-// Callers hold f.mu.
+// drain takes in what the session read of the client's input and the receipts it wrote (its
+// journal): what it published of them, or, with ended (the shared process is gone), once the
+// receipts' end says that it writes no more, all it wrote and read, with what it had not
+// published. The receipts are taken first and taken in last: a receipt names a request that
+// the input held before. Callers hold f.mu.
 func (f *forwarder) drain(ended bool) {
-	if f.receipts == nil {
+	if f.journal == nil {
 		return
 	}
-	f.recs = f.recs[:0]
-	for {
-		if len(f.recs) == cap(f.recs) {
-			f.recs = append(f.recs, make([]byte, max(4<<10, cap(f.recs)))...)[:len(f.recs)]
-		}
-		n, err := f.receipts.read(f.recs[len(f.recs):cap(f.recs)], ended)
-		f.recs = f.recs[:len(f.recs)+n]
-		if err != nil || n == 0 {
-			break
-		}
+	if ended {
+		_ = f.receipts.wait() // an error leaves what was published: as much as can be known
 	}
+	f.recs = f.recs[:0]
+	f.rtaken = f.journal.receipts().take(f.rtaken, ended, func(b []byte) { f.recs = append(f.recs, b...) })
 	f.taken = f.journal.take(f.taken, ended, f.takeIn)
 	f.receipted(f.recs)
-	if cap(f.recs) > 64<<10 {
+	if cap(f.recs) > receiptsSize {
 		f.recs = nil
 	}
 }

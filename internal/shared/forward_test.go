@@ -13,20 +13,6 @@ import (
 	"testing"
 )
 
-// receiptsForwarder is a test forwarder with the read end of a receipts' pipe, and the pipe's
-// ends; they close with the test.
-func receiptsForwarder(t *testing.T) (*forwarder, *receiptsEnd, *os.File) {
-	t.Helper()
-	r, w, err := receiptsPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close(); w.Close() })
-	f := newTestForwarder(nil)
-	f.receipts = r
-	return f, r, w
-}
-
 func newTestForwarder(out *os.File) *forwarder {
 	f := newForwarder(ForwardOptions{}, nil)
 	f.out = out
@@ -167,18 +153,22 @@ func TestForwarderOpenLine(t *testing.T) {
 	}
 }
 
-// journalForwarder is a test forwarder with a receipts' pipe and a journal, as a link gives it:
-// the write end of the receipts, and the journal, as the shared process has them. They close
-// with the test.
+// journalForwarder is a test forwarder with the receipts' end and a journal, as a link gives
+// them: the write end of the receipts' end, and the journal, as the shared process has them.
+// They close with the test.
 func journalForwarder(t *testing.T) (*forwarder, *os.File, *journal) {
 	t.Helper()
-	f, _, w := receiptsForwarder(t)
+	r, w, err := receiptsPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	j, jf, err := newJournal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { j.unmap(); jf.Close() })
-	f.journal = j
+	t.Cleanup(func() { r.Close(); w.Close(); j.release(); jf.Close() })
+	f := newTestForwarder(nil)
+	f.receipts, f.journal = r, j
 	return f, w, j
 }
 
@@ -191,15 +181,27 @@ func publish(j *journal, b string, published bool) {
 	}
 }
 
-// The forwarder takes in what the journal holds before the receipts it read with it, and each
-// line once whole; at the shared process's end, also what was read and not published.
+// receipt writes recs to the journal's receipts as the session writes them, and publishes them
+// unless not.
+func receipt(j *journal, recs string, published bool) {
+	r := j.receipts()
+	head := *r.head
+	n := copy(r.data[head%receiptsSize:], recs)
+	if published {
+		*r.head = head + uint64(n)
+	}
+}
+
+// The forwarder takes in what the journal holds before the receipts it took with it, and each
+// line once whole; at the shared process's end (once the receipts' end says so), also what was
+// read or written and not published.
 func TestForwarderDrains(t *testing.T) {
 	f, w, j := journalForwarder(t)
 	call := func(id int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{}}`+"\n", id)
 	}
 	publish(j, call(1)+call(2)[:10], true)
-	fmt.Fprint(w, "1\n")
+	receipt(j, "1\n", true)
 	f.drain(false)
 	if len(f.inflight) != 0 || string(f.partial) != call(2)[:10] || f.taken != *j.tail() || *j.tail() != *j.head() {
 		t.Fatalf("in flight %v, partial %q, taken %d, tail %d, head %d", f.inflight, f.partial, f.taken, *j.tail(), *j.head())
@@ -209,10 +211,10 @@ func TestForwarderDrains(t *testing.T) {
 	}
 	publish(j, call(2)[10:], true)
 	publish(j, call(3)+call(4)[:5], false) // read, not published: the shared process was killed
-	fmt.Fprint(w, "+\n")
+	receipt(j, "2\n+\n3", false)           // written, not published; the last in part, which is no receipt
 	w.Close()
 	f.drain(true)
-	if _, ok := f.inflight["1"]; ok || len(f.inflight) != 2 || !f.open || string(f.partial) != call(4)[:5] {
+	if _, ok := f.inflight["3"]; !ok || len(f.inflight) != 1 || !f.open || string(f.partial) != call(4)[:5] {
 		t.Errorf("after the end: in flight %v, open %v, partial %q", f.inflight, f.open, f.partial)
 	}
 	if *j.tail() != uint64(len(call(1)+call(2)+call(3)))+5 {
@@ -241,14 +243,12 @@ func TestJournalWraps(t *testing.T) {
 	}
 }
 
-// Asked on the log connection, the forwarder takes the journal and reads the receipts, and
+// Asked on the log connection, the forwarder takes the journal (the input and the receipts), and
 // says so when the session waits for it.
 func TestForwarderDrainsWhenAsked(t *testing.T) {
-	f, w, j := journalForwarder(t)
+	f, _, j := journalForwarder(t)
 	publish(j, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}`+"\n", true)
-	if _, err := w.Write([]byte("1\n")); err != nil {
-		t.Fatal(err)
-	}
+	receipt(j, "1\n", true)
 	lc, theirs := net.Pipe()
 	said := make(chan string, 1)
 	go func() {

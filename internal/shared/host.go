@@ -22,8 +22,8 @@ import (
 // two connections under one session ID: its log ("log": what the session says for its client's
 // stderr, then its exit status), then its protocol ("host": the session's context in the hello,
 // with the pipe of what comes before the client's input, the client's input and output, the
-// pipe of the session's receipts and its journal: pipes_unix.go, journal_unix.go,
-// clientout.go). The protocol connection stays open while the session lasts: the shared
+// pipe whose end says that the session's receipts end, and its journal: pipes_unix.go,
+// journal_unix.go, clientout.go). The protocol connection stays open while the session lasts: the shared
 // process counts it, and the forwarder sees the shared process's end by its end.
 
 // A Host runs one hosted session until its client's input ends or ctx does, and returns the
@@ -89,9 +89,9 @@ type hostedConns struct {
 }
 
 // logLine is a line of a hosted session's log connection: from the shared process, a write of
-// the session's stderr, a call to take the journal and read the receipts (Drain: what the
-// journal holds passed journalDrainAt, or the receipts' pipe is full, clientOut; with Wait, the
-// journal is full and the session waits for the forwarder to say it took it) or, last, its exit
+// the session's stderr, a call to take the journal (Drain: its input passed journalDrainAt, or
+// its receipts receiptsDrainAt; with Wait, a ring is full and the session waits for the
+// forwarder to say it took it) or, last, its exit
 // status; from the forwarder, a reload (it had SIGHUP), or that it took the journal (Drained).
 type logLine struct {
 	Stderr  string `json:"stderr,omitempty"`
@@ -118,8 +118,8 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// drain asks the forwarder to take the journal and read the receipts; with wait, to say when it
-// did.
+// drain asks the forwarder to take the journal (the input and the receipts); with wait, to say
+// when it did.
 func (w *logWriter) drain(wait bool) {
 	line, _ := json.Marshal(logLine{Drain: true, Wait: wait})
 	w.mu.Lock()
@@ -192,7 +192,7 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 		d.log.Warn("refused a session", "pid", h.PID, "error", err)
 		conn.Close()
 		closeFiles([]*os.File{before, cin, cout, receipts})
-		j.unmap()
+		j.release()
 		return
 	}
 	lw := &logWriter{conn: logConn}
@@ -202,10 +202,11 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 		conn.Close()
 		logConn.Close()
 		closeFiles([]*os.File{before, cin, cout, receipts})
-		j.unmap()
+		j.release()
 		return
 	}
-	out := newClientOut(cout, receipts)
+	out := newClientOut(cout, receipts, j)
+	j.release() // the reader and the output hold it
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -226,14 +227,14 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 	ack, _ := json.Marshal(reply{})
 	_, _ = conn.Write(append(ack, '\n'))
 
-	out.drainBy(func() { lw.drain(false) })
+	out.drainBy(lw.drain)
 	reloads := make(chan os.Signal, 1)
 	// The session ends with its forwarder: the end of the log connection (the forwarder's, or
 	// one it gave up on: connect) ends its context and its reading of the client.
 	ctx, cancel := context.WithCancel(d.ctx)
 	defer cancel()
 	go func() {
-		readReloads(logConn, reloads, in)
+		readReloads(logConn, reloads, in, out)
 		cancel()
 		in.stop()
 	}()
@@ -260,13 +261,14 @@ func (d *daemon) host(conn net.Conn, fds []int, h hello) {
 
 // readReloads passes the forwarder's reloads on, and its word that it took the journal, until
 // its log connection ends.
-func readReloads(logConn net.Conn, reloads chan<- os.Signal, in *journalReader) {
+func readReloads(logConn net.Conn, reloads chan<- os.Signal, in *journalReader, out *clientOut) {
 	r := bufio.NewReaderSize(logConn, 4<<10)
 	for {
 		line, err := r.ReadBytes('\n')
 		var l logLine
 		if json.Unmarshal(line, &l) == nil && l.Drained {
 			in.roomMade()
+			out.roomMade()
 		}
 		if l.Reload {
 			select {
@@ -304,7 +306,7 @@ func (d *daemon) closeHosted() {
 	defer d.mu.Unlock()
 	for conn, h := range d.hosted {
 		h.in.stop()
-		h.out.closeReading() // then the receipts end, which the forwarder reads to their end
+		h.out.closeReading() // then the receipts end, which the forwarder takes to their end
 		h.stopped = true
 		d.hosted[conn] = h
 	}

@@ -36,26 +36,34 @@ import (
 // same, past head, up to the first zero byte (a client's message is JSON, which holds no zero
 // byte), and the forwarder takes them too once the process is gone. Nothing the shared process
 // took from the client is lost to the forwarder, without a system call per message on either
-// side.
+// side. The journal holds a second ring, the other way: the session's receipts of what it
+// answered, which the shared process writes and the forwarder takes with the input
+// (clientout.go). Both rings are ring.go's.
 
 const (
-	journalHead = 0   // where head is: what the shared process read and published (uint64)
-	journalTail = 64  // where tail is: what the forwarder took (uint64), in a cache line apart
-	journalData = 128 // where the ring starts
-	// journalSize is the ring's size: room for what the client sends while the forwarder
-	// takes what was asked of it (three times what it holds when asked). Its pages are the
-	// session's, in both processes, once the client has sent that much.
+	journalHead  = 0   // where the input's head is: what the shared process read and published (uint64)
+	journalTail  = 64  // where the input's tail is: what the forwarder took (uint64), in a cache line apart
+	receiptsHead = 128 // where the receipts' head is: what the shared process wrote and published
+	receiptsTail = 192 // where the receipts' tail is: what the forwarder took
+	journalData  = 256 // where the input's ring starts; the receipts' follows it
+	// journalSize is the input's ring's size: room for what the client sends while the
+	// forwarder takes what was asked of it (three times what it holds when asked). Its pages
+	// are the session's, in both processes, once the client has sent that much.
 	journalSize = 256 << 10
-	// journalDrainAt is what the ring holds when the shared process asks the forwarder to take
-	// it: the forwarder reads the receipts then too, and the receipts of what a client sends
-	// in 64 KiB stay within what their pipe holds as a rule (a receipt can be longer than its
-	// request, an ID written with escapes: what the pipe does not take waits in clientOut).
+	// journalDrainAt is what the input's ring holds when the shared process asks the forwarder
+	// to take it (it takes the receipts then too).
 	journalDrainAt = 64 << 10
+	// receiptsData is where the receipts' ring starts (clientout.go: receiptsSize).
+	receiptsData    = journalData + journalSize
+	journalFileSize = receiptsData + receiptsSize
 )
 
-// journal is a session's journal, mapped.
+// journal is a session's journal, mapped: the ring of the client's input and the ring of the
+// session's receipts (clientout.go). In the shared process two hold it, the session's reader of
+// its input and its output to the client, and the last to release it unmaps it.
 type journal struct {
-	mem []byte
+	mem  []byte
+	refs atomic.Int32
 }
 
 // newJournal makes a journal for the forwarder: the file to hand over, and its mapping. dir is
@@ -66,7 +74,7 @@ func newJournal(dir string) (*journal, *os.File, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("the session's journal: %w", err)
 	}
-	if err := f.Truncate(journalData + journalSize); err != nil {
+	if err := f.Truncate(journalFileSize); err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("the session's journal: %w", err)
 	}
@@ -78,57 +86,52 @@ func newJournal(dir string) (*journal, *os.File, error) {
 	return j, f, nil
 }
 
-// mapJournal maps a journal's file, checking its size.
+// mapJournal maps a journal's file, checking its size. The mapping has one holder, the caller.
 func mapJournal(f *os.File) (*journal, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("the session's journal: %w", err)
 	}
-	if st.Size() != journalData+journalSize {
-		return nil, fmt.Errorf("the session's journal has %d bytes, not %d", st.Size(), journalData+journalSize)
+	if st.Size() != journalFileSize {
+		return nil, fmt.Errorf("the session's journal has %d bytes, not %d", st.Size(), journalFileSize)
 	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, journalData+journalSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(int(f.Fd()), 0, journalFileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("the session's journal: %w", err)
 	}
-	return &journal{mem: mem}, nil
+	j := &journal{mem: mem}
+	j.refs.Store(1)
+	return j, nil
 }
 
-func (j *journal) head() *uint64 { return (*uint64)(unsafe.Pointer(&j.mem[journalHead])) }
-func (j *journal) tail() *uint64 { return (*uint64)(unsafe.Pointer(&j.mem[journalTail])) }
-func (j *journal) data() []byte  { return j.mem[journalData:] }
+// input is the ring of the client's input; receipts the ring of the session's receipts.
+func (j *journal) input() ring {
+	return ring{head: j.word(journalHead), tail: j.word(journalTail), data: j.mem[journalData:receiptsData]}
+}
 
-func (j *journal) unmap() { _ = unix.Munmap(j.mem) }
+func (j *journal) receipts() ring {
+	return ring{head: j.word(receiptsHead), tail: j.word(receiptsTail), data: j.mem[receiptsData:journalFileSize]}
+}
 
-// take passes what the shared process published since from (its tail) to each, part by part
-// in order, zeroes it and publishes the new tail, which it returns. With ended (the shared
-// process is gone) it passes also what was read and not published: what follows head up to the
-// first zero byte, within the part that read could have filled.
+func (j *journal) word(at int) *uint64 { return (*uint64)(unsafe.Pointer(&j.mem[at])) }
+
+// The input ring's counters and bytes.
+func (j *journal) head() *uint64 { return j.word(journalHead) }
+func (j *journal) tail() *uint64 { return j.word(journalTail) }
+func (j *journal) data() []byte  { return j.mem[journalData:receiptsData] }
+
+// take takes the input's ring (ring.take).
 func (j *journal) take(from uint64, ended bool, each func([]byte)) uint64 {
-	head := atomic.LoadUint64(j.head())
-	data := j.data()
-	to := from
-	for to < head {
-		off := to % journalSize
-		part := data[off:min(journalSize, off+(head-to))]
-		each(part)
-		clear(part)
-		to += uint64(len(part))
+	return j.input().take(from, ended, each)
+}
+
+// hold adds a holder of the mapping; release drops one, the last unmapping it.
+func (j *journal) hold() { j.refs.Add(1) }
+
+func (j *journal) release() {
+	if j.refs.Add(-1) == 0 {
+		_ = unix.Munmap(j.mem)
 	}
-	if ended {
-		off := to % journalSize
-		end := off
-		for end < journalSize && data[end] != 0 {
-			end++
-		}
-		if end > off {
-			each(data[off:end])
-			clear(data[off:end])
-			to += end - off
-		}
-	}
-	atomic.StoreUint64(j.tail(), to)
-	return to
 }
 
 // errStopped is a journalReader's error once stopped.
@@ -159,7 +162,8 @@ type journalReader struct {
 	stopped bool
 }
 
-// newJournalReader reads in through j, asking the forwarder with drain to take the journal.
+// newJournalReader reads in through j (holding it until the reading ends), asking the forwarder
+// with drain to take the journal.
 func newJournalReader(in *os.File, j *journal, drain func(wait bool)) (*journalReader, error) {
 	rc, err := in.SyscallConn()
 	if err != nil {
@@ -170,6 +174,7 @@ func newJournalReader(in *os.File, j *journal, drain func(wait bool)) (*journalR
 	if err := unix.SetNonblock(fd, false); err != nil {
 		return nil, err
 	}
+	j.hold()
 	return &journalReader{in: in, fd: fd, j: j, head: atomic.LoadUint64(j.head()), drain: drain,
 		room: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
@@ -289,8 +294,8 @@ func (r *journalReader) stop() {
 	}
 }
 
-// release closes the input and unmaps the journal. Callers hold r.mu.
+// release closes the input and releases the journal. Callers hold r.mu.
 func (r *journalReader) release() {
 	r.in.Close()
-	r.j.unmap()
+	r.j.release()
 }

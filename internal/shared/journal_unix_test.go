@@ -23,16 +23,17 @@ func journalPipe(t *testing.T) (*journal, *journalReader, *os.File, chan bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sj, err := mapJournal(jf) // the shared process's mapping, which the reader unmaps
+	sj, err := mapJournal(jf) // the shared process's mapping, which the reader holds
 	if err != nil {
 		t.Fatal(err)
 	}
 	drains := make(chan bool, 16)
 	jr, err := newJournalReader(r, sj, func(wait bool) { drains <- wait })
+	sj.release()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { jr.stop(); w.Close(); jf.Close(); j.unmap() })
+	t.Cleanup(func() { jr.stop(); w.Close(); jf.Close(); j.release() })
 	return j, jr, w, drains
 }
 

@@ -22,11 +22,11 @@ import (
 // forwarder gives the session before the client's input (what the client set up, sent again to
 // a new shared process), which the session reads to its end first. The session's messages go to
 // the client without the forwarder too: the hello carries the client's output (clientOutput)
-// and the write end of the receipts' pipe (clientout.go).
+// and the write end of the receipts' end (its receipts are in the journal: clientout.go).
 
 // sessionPipes makes a session's pipes and journal: the forwarder writes what comes before the
-// client's input to before, reads the session's receipts from receipts and takes the journal j;
-// theirs are the shared process's (the read end of before, out, the write end of receipts, in
+// client's input to before, waits for the end of the session's receipts on receipts and takes
+// the journal j; theirs are the shared process's (the read end of before, out, the write end of receipts, in
 // and the journal's file), to be sent and then closed here. before's read end is put in
 // blocking mode (the shared process reads it so; the mode is the open file's, which the shared
 // process's descriptor shares). dir is the place's private directory (newJournal).
@@ -166,16 +166,13 @@ func writeSome(f *os.File) func(b []byte) (int, error) {
 	}
 }
 
-// receiptsEnd is the forwarder's end of the receipts' pipe: a non-blocking descriptor that no
-// poller watches, since one would wake the forwarder for every receipt written, which it reads
-// seldom (forwarder.drain).
+// receiptsEnd is the forwarder's end of the receipts' end: a pipe that nothing is written to
+// (the receipts are in the journal's ring, clientout.go), whose write end the shared process
+// closes once it writes no more receipts, after the client's output (clientOut.close), or by its
+// own end. It is non-blocking, and no poller watches it.
 type receiptsEnd struct{ fd int }
 
-// receiptsPipe makes the receipts' pipe: the forwarder's end, and the shared process's. It keeps
-// the system's size (64 KiB on Linux and macOS), which holds what the forwarder leaves unread
-// between two takings of the journal as a rule (journalDrainAt; what it does not hold waits in
-// the shared process, clientOut): a larger one would count against what the user's pipes may hold together
-// (/proc/sys/fs/pipe-user-pages-soft), past which every new pipe of the user's gets 8 KiB.
+// receiptsPipe makes the receipts' end: the forwarder's end, and the shared process's.
 func receiptsPipe() (*receiptsEnd, *os.File, error) {
 	var p [2]int
 	syscall.ForkLock.RLock() // no process started meanwhile inherits them
@@ -192,31 +189,25 @@ func receiptsPipe() (*receiptsEnd, *os.File, error) {
 		closeFDs(p[:])
 		return nil, nil, err
 	}
-	return &receiptsEnd{fd: p[0]}, os.NewFile(uintptr(p[1]), "the session's receipts"), nil
+	return &receiptsEnd{fd: p[0]}, os.NewFile(uintptr(p[1]), "the end of the session's receipts"), nil
 }
 
-// read reads what the pipe holds into buf; when it holds nothing, 0 at once, or with wait, once
-// it holds some or has ended (io.EOF).
-func (r *receiptsEnd) read(buf []byte, wait bool) (int, error) {
+// wait waits for the shared process to write no more receipts: for the pipe's end.
+func (r *receiptsEnd) wait() error {
+	var buf [64]byte
 	for {
-		n, err := unix.Read(r.fd, buf)
+		n, err := unix.Read(r.fd, buf[:])
 		switch {
 		case err == unix.EINTR:
-			continue
 		case err == unix.EAGAIN:
-			if !wait {
-				return 0, nil
-			}
 			if _, err := unix.Poll([]unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}, -1); err != nil && err != unix.EINTR {
-				return 0, err
+				return err
 			}
-			continue
 		case err != nil:
-			return 0, err
-		case n == 0 && len(buf) > 0:
-			return 0, io.EOF
+			return err
+		case n == 0:
+			return nil
 		}
-		return n, nil
 	}
 }
 
@@ -346,9 +337,9 @@ func parseRights(oob []byte) ([]int, error) {
 
 // receivePipes are a hosted session's ends of its forwarder's pipes: it reads what comes before
 // the client's input from before (blocking, to its end), then the client's messages from in
-// through the journal j (journalReader), writes its own to out, the client's output, and its
-// receipts to receipts (both non-blocking: stdio.Conn writes what the pipe takes at once, and
-// never waits for the client or the forwarder).
+// through the journal j (journalReader), writes its own to out, the client's output
+// (non-blocking: stdio.Conn writes what the pipe takes at once, and never waits for the
+// client), and its receipts into j, closing receipts once it writes no more of them.
 func receivePipes(fds []int) (before, in, out, receipts *os.File, j *journal, err error) {
 	if len(fds) != 5 {
 		closeFDs(fds)
@@ -374,7 +365,7 @@ func receivePipes(fds []int) (before, in, out, receipts *os.File, j *journal, er
 	}
 	// os.NewFile polls a descriptor that is non-blocking when it is made.
 	return os.NewFile(uintptr(fds[0]), "what comes before the client's messages"), os.NewFile(uintptr(fds[3]), "the client's messages"),
-		os.NewFile(uintptr(fds[1]), "the client's output"), os.NewFile(uintptr(fds[2]), "the session's receipts"), j, nil
+		os.NewFile(uintptr(fds[1]), "the client's output"), os.NewFile(uintptr(fds[2]), "the end of the session's receipts"), j, nil
 }
 
 func closeFDs(fds []int) {

@@ -60,7 +60,7 @@ func testPipes(t *testing.T) testLink {
 	}
 	outW.Close() // the shared process has its own
 	inR.Close()
-	t.Cleanup(func() { before.Close(); client.Close(); receipts.Close(); out.Close(); j.unmap() })
+	t.Cleanup(func() { before.Close(); client.Close(); receipts.Close(); out.Close(); j.release() })
 	return testLink{before: before, client: client, out: out, receipts: receipts, journal: j, theirs: theirs}
 }
 
@@ -81,8 +81,8 @@ func nonBlocking(t *testing.T, f *os.File) bool {
 // A session's pipes go with its hello: the shared process gets its five ends, which its
 // servers' processes do not inherit, reads what comes before the client's messages in blocking
 // mode, then the client's messages through the journal, which the forwarder sees, and writes to
-// the client's output and the receipts without waiting; what was sent after the hello's line is
-// kept.
+// the client's output without waiting, and the receipts into the journal, whose end the
+// forwarder sees; what was sent after the hello's line is kept.
 func TestHelloCarriesPipes(t *testing.T) {
 	fwd, shared := socketPair(t)
 	l := testPipes(t)
@@ -108,10 +108,8 @@ func TestHelloCarriesPipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sbefore.Close()
-	defer sout.Close()
-	defer srec.Close()
-	if !nonBlocking(t, sout) || !nonBlocking(t, srec) {
-		t.Error("the session's write ends are in blocking mode: its writes would wait for the client or the forwarder")
+	if !nonBlocking(t, sout) {
+		t.Error("the client's output is in blocking mode: the session's writes would wait for the client")
 	}
 	if nonBlocking(t, sbefore) {
 		t.Error("the session's read end is non-blocking: it would be read through the poller")
@@ -122,6 +120,9 @@ func TestHelloCarriesPipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer jr.stop()
+	out := newClientOut(sout, srec, sj)
+	defer out.Close()
+	sj.release() // the reader and the output hold it
 
 	// What comes before, the client's messages, both ways, and the receipts.
 	if _, err := l.before.Write([]byte("set up again\n")); err != nil {
@@ -146,20 +147,17 @@ func TestHelloCarriesPipes(t *testing.T) {
 		t.Fatalf("the forwarder took %q from the journal", taken)
 	}
 	buf := make([]byte, 64)
-	if _, err := sout.Write([]byte("to the client\n")); err != nil {
+	answer := `{"jsonrpc":"2.0","id":7,"result":{}}` + "\n"
+	if _, err := out.TryWrite([]byte(answer)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := l.out.Read(buf); err != nil || string(buf[:n]) != "to the client\n" {
+	if n, err := l.out.Read(buf); err != nil || string(buf[:n]) != answer {
 		t.Fatalf("the client read %q, %v", buf[:n], err)
 	}
-	if _, err := srec.Write([]byte("7\n")); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := l.receipts.read(buf, false); err != nil || string(buf[:n]) != "7\n" {
-		t.Fatalf("the forwarder read the receipts %q, %v", buf[:n], err)
-	}
-	if n, err := l.receipts.read(buf, false); err != nil || n != 0 {
-		t.Fatalf("the forwarder read the empty receipts %q, %v: it must not wait", buf[:n], err)
+	var recs []byte
+	rtaken := l.journal.receipts().take(0, false, func(b []byte) { recs = append(recs, b...) })
+	if string(recs) != "7\n" || rtaken != 2 {
+		t.Fatalf("the forwarder took the receipts %q", recs)
 	}
 
 	// The end of either side is seen by the other.
@@ -167,13 +165,26 @@ func TestHelloCarriesPipes(t *testing.T) {
 	if n, err := jr.Read(buf); err != io.EOF {
 		t.Errorf("after the client's end, the session read %q, %v", buf[:n], err)
 	}
-	sout.Close()
+	// The reading ends first: the output still writes its receipts into the journal, which
+	// it holds too.
+	jr.stop()
+	if _, err := out.TryWrite([]byte(`{"jsonrpc":"2.0","id":8,"result":{}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.out.Read(buf); err != nil || n == 0 {
+		t.Fatalf("the client read %q, %v", buf[:n], err)
+	}
+	recs = recs[:0]
+	l.journal.receipts().take(rtaken, false, func(b []byte) { recs = append(recs, b...) })
+	if string(recs) != "8\n" {
+		t.Fatalf("after the reading's end, the forwarder took the receipts %q", recs)
+	}
+	out.Close()
 	if n, err := l.out.Read(buf); err != io.EOF {
 		t.Errorf("after the session's end, the client read %q, %v", buf[:n], err)
 	}
-	srec.Close()
-	if n, err := l.receipts.read(buf, true); err != io.EOF {
-		t.Errorf("after the session's end, the forwarder read the receipts %q, %v", buf[:n], err)
+	if err := l.receipts.wait(); err != nil {
+		t.Errorf("after the session's end, the forwarder waited for the receipts' end: %v", err)
 	}
 }
 
