@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // journalPipe is a journal as the forwarder maps it, the reader of a pipe through it (the shared
@@ -112,5 +114,40 @@ func TestJournalReaderStops(t *testing.T) {
 	}
 	if _, err := jr.Read(make([]byte, 64)); err != errStopped {
 		t.Errorf("read after the stop: %v", err)
+	}
+}
+
+// An input that something sharing its open file made non-blocking (a client that passes one
+// socket for its input and output, which it then sets so) is waited for, not taken for ended.
+func TestJournalReaderNonBlockingInput(t *testing.T) {
+	j, jr, w, _ := journalPipe(t)
+	if err := unix.SetNonblock(jr.fd, true); err != nil { // the open file's mode, as another holder sets it
+		t.Fatal(err)
+	}
+	read := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, err := jr.Read(buf)
+		if err != nil {
+			read <- err.Error()
+			return
+		}
+		read <- string(buf[:n])
+	}()
+	waitFor(t, "the read under way", func() bool {
+		jr.mu.Lock()
+		defer jr.mu.Unlock()
+		return jr.reading
+	})
+	if _, err := w.Write([]byte("later\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-read:
+		if got != "later\n" || atomic.LoadUint64(j.head()) != 6 {
+			t.Errorf("read %q, published %d", got, atomic.LoadUint64(j.head()))
+		}
+	case <-time.After(waitTime):
+		t.Fatal("the read did not end once the client wrote")
 	}
 }
