@@ -363,7 +363,11 @@ func (o *clientOut) receipts(recs []byte) {
 }
 
 // put writes what of recs the ring has room for, and asks the forwarder to take the journal
-// once the ring holds receiptsDrainAt (once until it took it). Callers hold o.mu.
+// once the ring holds receiptsDrainAt (once until it took it): on a goroutine of its own, since
+// the ask is a write to the log connection, which a forwarder that does not read (stopped, or
+// stuck writing the session's stderr) can keep waiting, and callers hold o.mu, which the
+// session's writes to its client take on whatever goroutine writes them (a shared server's
+// reader, which serves other sessions too). Callers hold o.mu.
 func (o *clientOut) put(recs []byte) int {
 	r := o.j.receipts()
 	var n int
@@ -371,7 +375,7 @@ func (o *clientOut) put(recs []byte) int {
 	if used := r.used(o.rhead); used >= receiptsDrainAt {
 		if tail := o.rhead - used; o.rasked != tail+1 {
 			o.rasked = tail + 1
-			o.drain(false)
+			go o.drain(false)
 		}
 	}
 	return n

@@ -376,3 +376,45 @@ func receiptsInOrder(t *testing.T, receipts *testReceipts, mark string, n int, w
 		t.Errorf("the receipts are not the answers' in order (%d bytes of %d)", got.Len(), len(want))
 	}
 }
+
+// Asking the forwarder to take the receipts (a write to the log connection, which a forwarder
+// that does not read keeps waiting) never keeps a write to the client waiting: the write may be
+// on a shared server's reader, which serves other sessions too.
+func TestClientOutAskDoesNotWait(t *testing.T) {
+	o, client, _ := testOut(t)
+	stuck := make(chan struct{})
+	asked := make(chan struct{}, 1)
+	o.drainBy(func(bool) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-stuck // a forwarder that does not read its log connection
+	})
+	t.Cleanup(func() { close(stuck) })
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	written := make(chan error, 1)
+	go func() {
+		for i := range 2000 { // 40 KB of receipts: past receiptsDrainAt, within the ring
+			line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"request-%05d","result":{}}`+"\n", i)
+			if _, err := o.Write([]byte(line)); err != nil {
+				written <- err
+				return
+			}
+		}
+		written <- nil
+	}()
+	select {
+	case err := <-written:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitTime):
+		t.Fatal("the session's writes wait for a forwarder that does not read its log connection")
+	}
+	select {
+	case <-asked:
+	case <-time.After(waitTime):
+		t.Fatal("the forwarder was not asked to take the receipts")
+	}
+}

@@ -518,8 +518,10 @@ func (f *forwarder) drain(ended bool) {
 	if f.journal == nil {
 		return
 	}
-	if ended {
-		_ = f.receipts.wait() // an error leaves what was published: as much as can be known
+	if ended && f.receipts.wait() != nil {
+		// The shared process may still write (its end unknown): what it published is as much
+		// as can be known, and what it did not publish is left to it.
+		ended = false
 	}
 	f.recs = f.recs[:0]
 	f.rtaken = f.journal.receipts().take(f.rtaken, ended, func(b []byte) { f.recs = append(f.recs, b...) })

@@ -301,13 +301,23 @@ func (d *daemon) runHost(ctx context.Context, s *Hosted) (code int) {
 // before: a read of a client's input under way here ends only when the client writes
 // (journalReader), and a new shared process must not read the client meanwhile. What such a
 // read takes is in the session's journal, which the forwarder takes to its end then.
+// The sessions are ended together, without d.mu: closeReading may wait a while for a forwarder
+// to take the receipts (receiptsWait), and no session is hosted once d is closed.
 func (d *daemon) closeHosted() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	var ending []hostedConns
 	for conn, h := range d.hosted {
-		h.in.stop()
-		h.out.closeReading() // then the receipts end, which the forwarder takes to their end
 		h.stopped = true
 		d.hosted[conn] = h
+		ending = append(ending, h)
 	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, h := range ending {
+		wg.Go(func() {
+			h.in.stop()
+			h.out.closeReading() // then the receipts end, which the forwarder takes to their end
+		})
+	}
+	wg.Wait()
 }

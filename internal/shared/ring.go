@@ -21,10 +21,12 @@ func (r ring) put(head uint64, b []byte) (uint64, int) {
 	size := uint64(len(r.data))
 	done := 0
 	for done < len(b) {
-		free := size - (head - atomic.LoadUint64(r.tail))
-		if free == 0 {
+		// Full; or a tail past head, which only a taker that took the writer for gone writes.
+		used := head - atomic.LoadUint64(r.tail)
+		if used >= size {
 			break
 		}
+		free := size - used
 		off := head % size
 		n := copy(r.data[off:min(size, off+free)], b[done:])
 		head += uint64(n)

@@ -46,4 +46,8 @@ func TestRing(t *testing.T) {
 	if to = r.take(to, true, each); to != 30 || string(got) != "late" || tail != 30 {
 		t.Fatalf("at the end, took %q to %d", got, to)
 	}
+	// A tail past head (a taker that took the writer for gone, and was wrong) fills nothing.
+	if h, n := r.put(26, []byte("x")); h != 26 || n != 0 {
+		t.Fatalf("put behind the tail: head %d, wrote %d", h, n)
+	}
 }
