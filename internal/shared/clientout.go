@@ -82,7 +82,7 @@ type clientOut struct {
 func newClientOut(f, end *os.File, j *journal) *clientOut {
 	j.hold()
 	return &clientOut{f: f, try: stdio.TryWrite(f), some: writeSome(f), rec: end, j: j,
-		rhead: atomic.LoadUint64(j.receipts().head), drain: func(bool) {},
+		rhead: atomic.LoadUint64(j.receipts.head), drain: func(bool) {},
 		room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -369,7 +369,7 @@ func (o *clientOut) receipts(recs []byte) {
 // session's writes to its client take on whatever goroutine writes them (a shared server's
 // reader, which serves other sessions too). Callers hold o.mu.
 func (o *clientOut) put(recs []byte) int {
-	r := o.j.receipts()
+	r := o.j.receipts
 	var n int
 	o.rhead, n = r.put(o.rhead, recs)
 	if used := r.used(o.rhead); used >= receiptsDrainAt {

@@ -66,7 +66,7 @@ type testReceipts struct {
 // "drained" does.
 func (r *testReceipts) now() string {
 	var b []byte
-	r.taken = r.j.receipts().take(r.taken, false, func(p []byte) { b = append(b, p...) })
+	r.taken = r.j.receipts.take(r.taken, false, func(p []byte) { b = append(b, p...) })
 	r.o.roomMade()
 	return string(b)
 }
@@ -78,7 +78,7 @@ func (r *testReceipts) all(t *testing.T) string {
 		t.Fatal(err)
 	}
 	var b []byte
-	r.taken = r.j.receipts().take(r.taken, true, func(p []byte) { b = append(b, p...) })
+	r.taken = r.j.receipts.take(r.taken, true, func(p []byte) { b = append(b, p...) })
 	return string(b)
 }
 

@@ -524,8 +524,8 @@ func (f *forwarder) drain(ended bool) {
 		ended = false
 	}
 	f.recs = f.recs[:0]
-	f.rtaken = f.journal.receipts().take(f.rtaken, ended, func(b []byte) { f.recs = append(f.recs, b...) })
-	f.taken = f.journal.take(f.taken, ended, f.takeIn)
+	f.rtaken = f.journal.receipts.take(f.rtaken, ended, func(b []byte) { f.recs = append(f.recs, b...) })
+	f.taken = f.journal.input.take(f.taken, ended, f.takeIn)
 	f.receipted(f.recs)
 	if cap(f.recs) > receiptsSize {
 		f.recs = nil

@@ -174,17 +174,17 @@ func journalForwarder(t *testing.T) (*forwarder, *os.File, *journal) {
 
 // publish writes b to the journal as the shared process reads it, and publishes it unless not.
 func publish(j *journal, b string, published bool) {
-	head := *j.head()
-	n := copy(j.data()[head%journalSize:], b)
+	head := *j.input.head
+	n := copy(j.input.data[head%journalSize:], b)
 	if published {
-		*j.head() = head + uint64(n)
+		*j.input.head = head + uint64(n)
 	}
 }
 
 // receipt writes recs to the journal's receipts as the session writes them, and publishes them
 // unless not.
 func receipt(j *journal, recs string, published bool) {
-	r := j.receipts()
+	r := j.receipts
 	head := *r.head
 	n := copy(r.data[head%receiptsSize:], recs)
 	if published {
@@ -203,10 +203,10 @@ func TestForwarderDrains(t *testing.T) {
 	publish(j, call(1)+call(2)[:10], true)
 	receipt(j, "1\n", true)
 	f.drain(false)
-	if len(f.inflight) != 0 || string(f.partial) != call(2)[:10] || f.taken != *j.tail() || *j.tail() != *j.head() {
-		t.Fatalf("in flight %v, partial %q, taken %d, tail %d, head %d", f.inflight, f.partial, f.taken, *j.tail(), *j.head())
+	if len(f.inflight) != 0 || string(f.partial) != call(2)[:10] || f.taken != *j.input.tail || *j.input.tail != *j.input.head {
+		t.Fatalf("in flight %v, partial %q, taken %d, tail %d, head %d", f.inflight, f.partial, f.taken, *j.input.tail, *j.input.head)
 	}
-	if bytes.IndexFunc(j.data()[:*j.head()], func(r rune) bool { return r != 0 }) >= 0 {
+	if bytes.IndexFunc(j.input.data[:*j.input.head], func(r rune) bool { return r != 0 }) >= 0 {
 		t.Fatal("what was taken is not zero again")
 	}
 	publish(j, call(2)[10:], true)
@@ -217,8 +217,8 @@ func TestForwarderDrains(t *testing.T) {
 	if _, ok := f.inflight["3"]; !ok || len(f.inflight) != 1 || !f.open || string(f.partial) != call(4)[:5] {
 		t.Errorf("after the end: in flight %v, open %v, partial %q", f.inflight, f.open, f.partial)
 	}
-	if *j.tail() != uint64(len(call(1)+call(2)+call(3)))+5 {
-		t.Errorf("taken to %d", *j.tail())
+	if *j.input.tail != uint64(len(call(1)+call(2)+call(3)))+5 {
+		t.Errorf("taken to %d", *j.input.tail)
 	}
 }
 
@@ -228,12 +228,12 @@ func TestJournalWraps(t *testing.T) {
 	line := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}` + "\n"
 	var sent, read int
 	for sent < 3*journalSize {
-		off := *j.head() % journalSize
-		n := copy(j.data()[off:], line[read:])
-		*j.head() += uint64(n)
+		off := *j.input.head % journalSize
+		n := copy(j.input.data[off:], line[read:])
+		*j.input.head += uint64(n)
 		sent += n
 		read = (read + n) % len(line)
-		if *j.head()-*j.tail() > journalSize/2 {
+		if *j.input.head-*j.input.tail > journalSize/2 {
 			f.drain(false)
 		}
 	}

@@ -23,8 +23,8 @@ import (
 // stderr, then its exit status), then its protocol ("host": the session's context in the hello,
 // with the pipe of what comes before the client's input, the client's input and output, the
 // pipe whose end says that the session's receipts end, and its journal: pipes_unix.go,
-// journal_unix.go, clientout.go). The protocol connection stays open while the session lasts: the shared
-// process counts it, and the forwarder sees the shared process's end by its end.
+// journal_unix.go, clientout.go). The protocol connection stays open while the session lasts:
+// the shared process counts it, and the forwarder sees the shared process's end by its end.
 
 // A Host runs one hosted session until its client's input ends or ctx does, and returns the
 // exit status the forwarder exits with. It is the serving command's, given to RunDaemon.

@@ -62,8 +62,9 @@ const (
 // session's receipts (clientout.go). In the shared process two hold it, the session's reader of
 // its input and its output to the client, and the last to release it unmaps it.
 type journal struct {
-	mem  []byte
-	refs atomic.Int32
+	mem             []byte
+	input, receipts ring
+	refs            atomic.Int32
 }
 
 // newJournal makes a journal for the forwarder: the file to hand over, and its mapping. dir is
@@ -99,30 +100,12 @@ func mapJournal(f *os.File) (*journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the session's journal: %w", err)
 	}
-	j := &journal{mem: mem}
+	word := func(at int) *uint64 { return (*uint64)(unsafe.Pointer(&mem[at])) }
+	j := &journal{mem: mem,
+		input:    ring{head: word(journalHead), tail: word(journalTail), data: mem[journalData:receiptsData]},
+		receipts: ring{head: word(receiptsHead), tail: word(receiptsTail), data: mem[receiptsData:journalFileSize]}}
 	j.refs.Store(1)
 	return j, nil
-}
-
-// input is the ring of the client's input; receipts the ring of the session's receipts.
-func (j *journal) input() ring {
-	return ring{head: j.word(journalHead), tail: j.word(journalTail), data: j.mem[journalData:receiptsData]}
-}
-
-func (j *journal) receipts() ring {
-	return ring{head: j.word(receiptsHead), tail: j.word(receiptsTail), data: j.mem[receiptsData:journalFileSize]}
-}
-
-func (j *journal) word(at int) *uint64 { return (*uint64)(unsafe.Pointer(&j.mem[at])) }
-
-// The input ring's counters and bytes.
-func (j *journal) head() *uint64 { return j.word(journalHead) }
-func (j *journal) tail() *uint64 { return j.word(journalTail) }
-func (j *journal) data() []byte  { return j.mem[journalData:receiptsData] }
-
-// take takes the input's ring (ring.take).
-func (j *journal) take(from uint64, ended bool, each func([]byte)) uint64 {
-	return j.input().take(from, ended, each)
 }
 
 // hold adds a holder of the mapping; release drops one, the last unmapping it.
@@ -175,7 +158,7 @@ func newJournalReader(in *os.File, j *journal, drain func(wait bool)) (*journalR
 		return nil, err
 	}
 	j.hold()
-	return &journalReader{in: in, fd: fd, j: j, head: atomic.LoadUint64(j.head()), drain: drain,
+	return &journalReader{in: in, fd: fd, j: j, head: atomic.LoadUint64(j.input.head), drain: drain,
 		room: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
@@ -196,7 +179,7 @@ func (r *journalReader) Read(p []byte) (int, error) {
 		}
 		r.reading = true
 		r.mu.Unlock()
-		tail := atomic.LoadUint64(r.j.tail())
+		tail := atomic.LoadUint64(r.j.input.tail)
 		used := r.head - tail
 		if used >= journalDrainAt && r.asked != tail+1 {
 			r.asked = tail + 1
@@ -210,12 +193,12 @@ func (r *journalReader) Read(p []byte) (int, error) {
 			continue
 		}
 		off := r.head % journalSize
-		buf := r.j.data()[off:min(journalSize, off+(journalSize-used), off+uint64(len(p)))]
+		buf := r.j.input.data[off:min(journalSize, off+(journalSize-used), off+uint64(len(p)))]
 		n, err := unix.Read(r.fd, buf)
 		if n > 0 {
 			copy(p, buf[:n])
 			r.head += uint64(n)
-			atomic.StoreUint64(r.j.head(), r.head)
+			atomic.StoreUint64(r.j.input.head, r.head)
 		}
 		if err != unix.EAGAIN && !r.end(true) {
 			return 0, errStopped

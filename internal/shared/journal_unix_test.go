@@ -76,10 +76,10 @@ func TestJournalReaderWaitsForRoom(t *testing.T) {
 	default:
 	}
 	var taken int
-	j.take(0, false, func(b []byte) { taken += len(b) })
+	j.input.take(0, false, func(b []byte) { taken += len(b) })
 	jr.roomMade()
-	if n := <-read; n != 1000 || taken != journalSize || atomic.LoadUint64(j.head()) != uint64(len(sent)) {
-		t.Errorf("read %d bytes after the forwarder took %d; head %d", n, taken, atomic.LoadUint64(j.head()))
+	if n := <-read; n != 1000 || taken != journalSize || atomic.LoadUint64(j.input.head) != uint64(len(sent)) {
+		t.Errorf("read %d bytes after the forwarder took %d; head %d", n, taken, atomic.LoadUint64(j.input.head))
 	}
 }
 
@@ -109,7 +109,7 @@ func TestJournalReaderStops(t *testing.T) {
 	case <-time.After(waitTime):
 		t.Fatal("a stopped read goes on waiting for the client")
 	}
-	if head := atomic.LoadUint64(j.head()); head != 5 {
+	if head := atomic.LoadUint64(j.input.head); head != 5 {
 		t.Errorf("published %d bytes of what the stopped read took, want 5", head)
 	}
 	if _, err := jr.Read(make([]byte, 64)); err != errStopped {
@@ -144,8 +144,8 @@ func TestJournalReaderNonBlockingInput(t *testing.T) {
 	}
 	select {
 	case got := <-read:
-		if got != "later\n" || atomic.LoadUint64(j.head()) != 6 {
-			t.Errorf("read %q, published %d", got, atomic.LoadUint64(j.head()))
+		if got != "later\n" || atomic.LoadUint64(j.input.head) != 6 {
+			t.Errorf("read %q, published %d", got, atomic.LoadUint64(j.input.head))
 		}
 	case <-time.After(waitTime):
 		t.Fatal("the read did not end once the client wrote")

@@ -26,10 +26,10 @@ import (
 
 // sessionPipes makes a session's pipes and journal: the forwarder writes what comes before the
 // client's input to before, waits for the end of the session's receipts on receipts and takes
-// the journal j; theirs are the shared process's (the read end of before, out, the write end of receipts, in
-// and the journal's file), to be sent and then closed here. before's read end is put in
-// blocking mode (the shared process reads it so; the mode is the open file's, which the shared
-// process's descriptor shares). dir is the place's private directory (newJournal).
+// the journal j; theirs are the shared process's (the read end of before, out, the write end
+// of receipts, in and the journal's file), to be sent and then closed here. before's read end
+// is put in blocking mode (the shared process reads it so; the mode is the open file's, which
+// the shared process's descriptor shares). dir is the place's private directory (newJournal).
 func sessionPipes(out, in *os.File, dir string) (before *os.File, receipts *receiptsEnd, j *journal, theirs []*os.File, err error) {
 	beforeR, before, err := os.Pipe()
 	if err != nil {

@@ -142,7 +142,7 @@ func TestHelloCarriesPipes(t *testing.T) {
 		t.Fatalf("the session read %q, %v", got, err)
 	}
 	var taken []byte
-	l.journal.take(0, false, func(b []byte) { taken = append(taken, b...) })
+	l.journal.input.take(0, false, func(b []byte) { taken = append(taken, b...) })
 	if string(taken) != "to the session\n" {
 		t.Fatalf("the forwarder took %q from the journal", taken)
 	}
@@ -155,7 +155,7 @@ func TestHelloCarriesPipes(t *testing.T) {
 		t.Fatalf("the client read %q, %v", buf[:n], err)
 	}
 	var recs []byte
-	rtaken := l.journal.receipts().take(0, false, func(b []byte) { recs = append(recs, b...) })
+	rtaken := l.journal.receipts.take(0, false, func(b []byte) { recs = append(recs, b...) })
 	if string(recs) != "7\n" || rtaken != 2 {
 		t.Fatalf("the forwarder took the receipts %q", recs)
 	}
@@ -175,7 +175,7 @@ func TestHelloCarriesPipes(t *testing.T) {
 		t.Fatalf("the client read %q, %v", buf[:n], err)
 	}
 	recs = recs[:0]
-	l.journal.receipts().take(rtaken, false, func(b []byte) { recs = append(recs, b...) })
+	l.journal.receipts.take(rtaken, false, func(b []byte) { recs = append(recs, b...) })
 	if string(recs) != "8\n" {
 		t.Fatalf("after the reading's end, the forwarder took the receipts %q", recs)
 	}
