@@ -17,8 +17,8 @@ import (
 // A Burst joins readers and writers: Options.Burst of a reading Conn begins the burst while
 // that Conn has a whole message buffered beyond the one Read returns, and ends it at the next
 // Read that would wait for input; writes marked as holdable (Conn.SendHeld, and every write of
-// WriteResponse and WriteParts) to a Conn whose Options.HeldBy is that Burst are held while it
-// is active. Every end of a burst writes everything held, so nothing waits longer than the
+// WriteResponse and WriteParts) to a Conn whose Options.HeldBy is that Burst, and those of
+// Conn.SendHeldBy with it, are held while it is active. Every end of a burst writes everything held, so nothing waits longer than the
 // readers' handling of what they already read. Order per Conn is kept: any write that is not
 // held writes what is held first.
 //

@@ -354,7 +354,15 @@ func (c *Conn) Send(failed WriteFailure, parts ...[]byte) {
 // SendHeld is Send, held during a burst of Options.HeldBy (see Burst): for messages that
 // nothing the burst's readers do waits on.
 func (c *Conn) SendHeld(failed WriteFailure, parts ...[]byte) {
-	if size(parts) <= sendInline && c.opts.HeldBy.hold(c, failed, jsonrpc.ID{}, parts) {
+	c.SendHeldBy(c.opts.HeldBy, failed, parts...)
+}
+
+// SendHeldBy is SendHeld held during a burst of b instead (Send when b is nil): for a Conn that
+// several readers write to, each held by a burst of its own (a shared server's connection, to
+// which each session it serves writes its requests held by its client's burst). Any end of a
+// burst that held writes to c writes all that c holds, the other bursts' too.
+func (c *Conn) SendHeldBy(b *Burst, failed WriteFailure, parts ...[]byte) {
+	if size(parts) <= sendInline && b.hold(c, failed, jsonrpc.ID{}, parts) {
 		return
 	}
 	c.Send(failed, parts...)
