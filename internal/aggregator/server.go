@@ -134,6 +134,11 @@ type Piped interface {
 type Fed interface {
 	Process
 	Input() io.WriteCloser
+	// Request takes a request for the server as the session makes it (sendToServer), which
+	// is not written to Input and read there again: its ID, its method and the message in
+	// parts, written to the server at once or, with held, held while that burst lasts
+	// (stdio.Conn.SendHeldBy); a write that fails is told to failed.
+	Request(held *stdio.Burst, failed stdio.WriteFailure, id, method string, msg [][]byte)
 	Feed(f Feed)
 	// Era is the era a session's handshake found the process to speak (Settled); ok is false
 	// before one did.
@@ -270,6 +275,10 @@ func (a *Aggregator) startProcess(s *server, client json.RawMessage) error {
 		// what was sent first (stop).
 		fed := *opts
 		fed.NeverWait = true
+		// What else the session writes to it (answers, notifications) is never held: its
+		// requests are held in the process's own connection (Fed.Request), and a write that
+		// is not held writes what that holds first, so that the server gets them in order.
+		fed.HeldBy = nil
 		s.conn = stdio.New(nil, p.Input(), &fed)
 		p.Feed(&serverFeed{a: a, s: s})
 	case Piped:

@@ -103,26 +103,27 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	// Send does not keep the client's reader waiting for a server that does not read. What is
 	// relayed may be held for the rest of the client's burst; what the aggregator waits for
 	// itself never is.
-	send := s.conn.SendHeld
+	held := &a.sess.toServers
 	if c.own() {
-		send = s.conn.Send
+		held = nil
 	}
-	msg := stdio.Request(c.toID, c.method, params...)
 	c.agg = a
-	onErr := stdio.WriteFailure(c) // WriteFailed
+	w := pendingWrite{conn: s.conn, fed: s.fed(), id: c.toID, method: c.method,
+		failed: c, // WriteFailed
+		msg:    stdio.Request(c.toID, c.method, params...)}
 	if c.turn != nil {
 		// Written now, or once its session's turn comes (turns.go), by whoever ends the turn
 		// before it: not held for its client's burst then.
-		if !c.turn.ps.takeTurn(c.turn, c, pendingWrite{s.conn, onErr, msg}) {
+		if !c.turn.ps.takeTurn(c.turn, c, w) {
 			return addOK
 		}
 		func() {
 			defer c.turn.wrote() // whatever the write does: a cancellation waits for it
-			send(onErr, msg...)
+			w.write(held)
 		}()
 		return addOK
 	}
-	send(onErr, msg...)
+	w.write(held)
 	return addOK
 }
 

@@ -51,13 +51,26 @@ type turn struct {
 	sent atomic.Bool
 }
 
-// pendingWrite is a request that waits for its session's turn: the connection it is written
-// to, the message, and what is told should the write fail (what Send takes). A request that
-// goes at once, the usual case, needs no function made to write it later.
+// pendingWrite is a request to a server, written now or once its session's turn comes: the
+// connection it is written to, or the shared process that takes it (fed, whose requests are
+// not written to the connection: Fed.Request), its ID and method, the message, and what is
+// told should the write fail (what Send takes). A request that goes at once, the usual case,
+// needs no function made to write it later.
 type pendingWrite struct {
-	conn   *stdio.Conn
-	failed stdio.WriteFailure
-	msg    [][]byte
+	conn       *stdio.Conn
+	fed        Fed
+	id, method string
+	failed     stdio.WriteFailure
+	msg        [][]byte
+}
+
+// write writes the request, held while the burst held lasts (nil: at once).
+func (w *pendingWrite) write(held *stdio.Burst) {
+	if w.fed != nil {
+		w.fed.Request(held, w.failed, w.id, w.method, w.msg)
+		return
+	}
+	w.conn.SendHeldBy(held, w.failed, w.msg...)
 }
 
 // askKey is what a request during which a server may ask (era.InputMethods) is known to ask
@@ -248,7 +261,7 @@ func sendAll(turns []*turn) {
 		if goes {
 			func() {
 				defer t.wrote() // whatever the write does: a cancellation waits for it
-				t.pending.conn.Send(t.pending.failed, t.pending.msg...)
+				t.pending.write(nil)
 			}()
 		}
 	}

@@ -21,12 +21,14 @@ import (
 )
 
 // An attachment is one hosted session's use of a shared server process, with no pipe or
-// socket between them: the session's aggregator writes the server's messages to it
-// (Input), and the process's multiplexer (mux.go) takes each line as it is written, on the
-// session's goroutine; what the server writes for the session is handed to the session's
-// aggregator (Feed) by the one goroutine that reads the server for every session. A call
-// crosses the shared process on two goroutines, as it crosses an unshared aggregator: the one
-// that reads the client and the one that reads the server.
+// socket between them: the session's aggregator hands it its requests as it makes them
+// (Request), which go to the server's connection as made, held for the session's client's
+// burst there, and writes it the rest (Input: answers, notifications), which the process's
+// multiplexer (mux.go) takes line by line as it is written; both on the session's goroutine.
+// What the server writes for the session is handed to the session's aggregator (Feed) by the
+// one goroutine that reads the server for every session. A call crosses the shared process on
+// two goroutines, as it crosses an unshared aggregator: the one that reads the client and the
+// one that reads the server.
 
 // Attachment is a server of a hosted session: to the session's aggregator, the server's
 // process (an aggregator.Process that is Fed); to the process's multiplexer, one of the
@@ -179,8 +181,8 @@ func (d *daemon) attach(w want) (p *proc, joined bool, err error) {
 // PID is the process's ID.
 func (a *Attachment) PID() int { return a.pid }
 
-// Input is where the session writes the server's messages: each line is taken by the
-// multiplexer as it is written.
+// Input is where the session writes the server's messages but its requests (Request): each
+// line is taken by the multiplexer as it is written.
 func (a *Attachment) Input() io.WriteCloser { return &a.in }
 
 // Feed begins handing the session the server's messages for it: from now on the multiplexer

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +25,8 @@ import (
 // is written; what the server writes is read once, here, and the process's setup in the core
 // (aggregator.ProcessSessions.Route, processroute.go) hands each session its own:
 //
-//	a session's request        as the session wrote it: its ID and progress token are of the
+//	a session's request        as the session made it (Attachment.Request; one written to
+//	                           its input is read there): its ID and progress token are of the
 //	                           session's ID space ("agg-3-", Session.IDSpace), which no other
 //	                           session's requests share, and by which its answer and progress
 //	                           go back to it alone; the session's in-flight table is the only
@@ -94,7 +96,7 @@ type request struct {
 func (r *request) token() []byte {
 	// Most requests have no _meta: its key, escaped or not, is then nowhere in them (escaped,
 	// any of its letters is a \u sequence), and they are not scanned.
-	if !bytes.Contains(r.params, metaKey) && !bytes.Contains(r.params, unicodeEscape) {
+	if !mayHaveToken(r.params) {
 		return nil
 	}
 	var token []byte
@@ -110,10 +112,27 @@ func (r *request) token() []byte {
 	return token
 }
 
-// jsonID is r's ID, for an answer of the multiplexer's own.
-func (r *request) jsonID() jsonrpc.ID {
-	id, _ := jsonrpc.MakeID(string(r.id)) // a string: never an error
-	return id
+// mayHaveToken says whether b may hold a progress token: whether it has the key _meta, escaped
+// or not.
+func mayHaveToken(b []byte) bool {
+	return bytes.Contains(b, metaKey) || bytes.Contains(b, unicodeEscape)
+}
+
+// msgToken is the progress token of a request a session's core made, in parts (Request): read
+// as one written to the input would be, when any part may hold one (the parts are the core's,
+// whole members: none splits a key); ok is false for parts that are not one request.
+func msgToken(msg [][]byte) (token []byte, ok bool) {
+	if !slices.ContainsFunc(msg, mayHaveToken) {
+		return nil, true
+	}
+	r, ok := readRequest(bytes.TrimSpace(slices.Concat(msg...)))
+	return r.token(), ok
+}
+
+// jsonID is a request's ID, a string, for an answer of the multiplexer's own.
+func jsonID(id string) jsonrpc.ID {
+	v, _ := jsonrpc.MakeID(id) // a string: never an error
+	return v
 }
 
 func newProc(d *daemon, w want) *proc {
@@ -262,8 +281,8 @@ func (p *proc) fromSession(a *Attachment, line []byte) {
 // readRequest reads a request line without decoding it: ok when it is a request whose ID is a
 // string (as in every session's space); the request holds a copy of the line (the session's
 // buffer is its own). It is returned as a value, and its members found into variables of the
-// function's: a session's every request is read so, most in the shape its core writes
-// (readOwnRequest).
+// function's: a request written to the input is read so, and one the core made whose parts
+// may hold a progress token (msgToken), most in the shape the core writes (readOwnRequest).
 func readRequest(line []byte) (request, bool) {
 	if r, ok := readOwnRequest(line); ok {
 		return r, true
@@ -373,37 +392,75 @@ func withNewline(line []byte) []byte {
 	return out
 }
 
-// request takes a session's request r for the server; one written as the session was detached
-// is dropped (detach released what the session had set up).
+// request takes a session's request r for the server, written to its input; one written as
+// the session was detached is dropped (detach released what the session had set up).
 func (p *proc) request(a *Attachment, r *request) {
-	if why := a.outside(r); why != "" {
-		a.refuse(r.jsonID(), why)
+	if p.admit(a, r.id, r.method, r.token()) == goes {
+		p.conn.SendHeld(nil, r.line)
+	}
+}
+
+// Request takes a request of the session's as its core makes it (aggregator.Fed): held while
+// held lasts, the session's client's burst, as the requests of an unshared session are held
+// in their server's connection; every session's are held in the one connection, and the end
+// of any burst writes them all. One made as the session was detached fails as a write to a
+// closed pipe, as one written to its input does.
+func (a *Attachment) Request(held *stdio.Burst, failed stdio.WriteFailure, id, method string, msg [][]byte) {
+	token, ok := msgToken(msg)
+	if !ok {
+		a.refuse(jsonID(id), "the request does not read as one") // what the core never makes
 		return
+	}
+	switch a.p.admit(a, []byte(id), method, token) {
+	case goes:
+		a.p.conn.SendHeldBy(held, failed, msg...)
+	case notServed:
+		if failed != nil {
+			failed.WriteFailed(fmt.Errorf("write to %s: %w", a.key, io.ErrClosedPipe))
+		}
+	}
+}
+
+// admission is whether a session's request goes to the server (admit).
+type admission int
+
+const (
+	goes         admission = iota
+	answeredHere           // by the multiplexer: refused, or answered in the server's stead
+	notServed              // the session no longer uses the process
+)
+
+// admit says whether a's request (its ID, method and progress token: nil for none) goes to the
+// server, as the session wrote it: the session's table is the record of it, and the turns of
+// the requests during which a legacy server may ask are the session's core's
+// (aggregator.ProcessSessions), which wrote it once its turn came. One outside the session's
+// ID space is refused, and server/discover of a legacy process answered here.
+func (p *proc) admit(a *Attachment, id []byte, method string, token []byte) admission {
+	if why := a.outside(id, token); why != "" {
+		a.refuse(jsonID(string(id)), why)
+		return answeredHere
 	}
 	p.mu.Lock()
 	served, legacy := a.served, p.eraKnown && p.eraSeen == era.Legacy
 	p.mu.Unlock()
 	switch {
 	case !served:
-		return
-	case r.method == "server/discover" && legacy:
-		a.post(&jsonrpc.Response{ID: r.jsonID(), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
-		return
+		return notServed
+	case method == "server/discover" && legacy:
+		a.post(&jsonrpc.Response{ID: jsonID(string(id)), Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}})
+		return answeredHere
 	}
-	// As the session wrote it: the session's table is the record of it, and the turns of
-	// the requests during which a legacy server may ask are the session's core's
-	// (aggregator.ProcessSessions), which wrote it once its turn came.
-	p.conn.SendHeld(nil, r.line)
+	return goes
 }
 
-// outside says why r is not of a's ID space ("" when it is): its ID, or its progress token.
-// The session's aggregator makes them so (aggregator.Options.IDSpace); one that did not would
-// get what is meant for another session.
-func (a *Attachment) outside(r *request) string {
-	if !bytes.HasPrefix(r.id, []byte(a.space)) {
+// outside says why a request of a's (its ID, and its progress token: nil for none) is not of
+// a's ID space ("" when it is). The session's aggregator makes them so
+// (aggregator.Options.IDSpace); one that did not would get what is meant for another session.
+func (a *Attachment) outside(id, token []byte) string {
+	if !bytes.HasPrefix(id, []byte(a.space)) {
 		return a.notInSpace("ID")
 	}
-	if token := r.token(); token != nil {
+	if token != nil {
 		if tok, _ := rawjson.Decode(token); !strings.HasPrefix(tok, a.space) {
 			return a.notInSpace("progress token")
 		}

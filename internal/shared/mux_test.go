@@ -4,14 +4,20 @@ package shared
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
+	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/stdio"
 )
 
 // Routing between the sessions of one server process: each session speaks to it as to a
@@ -228,4 +234,153 @@ func writeCalls(t *testing.T) int {
 	}
 	t.Skip("no syscw in /proc/self/io")
 	return 0
+}
+
+// request makes a request as a session's core does (Attachment.Request, not a line written to
+// the input): under id in the session's ID space, held while held lasts; its answer comes on
+// the channel, under id, and a write that fails is told to failed.
+func (p *peer) request(held *stdio.Burst, failed stdio.WriteFailure, id, method, params string) <-chan message {
+	p.t.Helper()
+	ch := make(chan message, 1)
+	wire := p.a.space + id
+	p.mu.Lock()
+	p.pending[strconv.Quote(wire)] = pending{id, ch}
+	p.mu.Unlock()
+	p.a.Request(held, failed, wire, method, stdio.Request(wire, method, []byte(params)))
+	return ch
+}
+
+// The requests a session's core makes during its client's burst are held in the process's
+// connection, and reach the server in one write at the burst's end, as an unshared session's
+// reach its server's pipe: not a write, and a wake-up of the server, per request.
+func TestMuxRequestsHeldForTheBurst(t *testing.T) {
+	d := startDaemon(t, DefaultLinger)
+	p := attach(t, d.session(t, "/one.json"), "s1", fixture("-report-reads"))
+	p.initialize("2025-06-18", "one")
+	var burst stdio.Burst
+	var answers []<-chan message
+	before := writeCalls(t)
+	burst.Hold(func() {
+		for i := range 5 {
+			n := strconv.Itoa(i)
+			answers = append(answers, p.request(&burst, nil, "r"+n, "tools/call", `{"name":"echo","arguments":{"n":`+n+`}}`))
+		}
+	})
+	if n := writeCalls(t) - before; n < 1 || n >= 5 {
+		t.Errorf("the five requests of a burst took %d write calls, want one (at the burst's end)", n)
+	}
+	for i, ch := range answers {
+		if m := p.await(ch, "answer to echo"); !strings.Contains(string(m.Result), `"structuredContent":{"n":`+strconv.Itoa(i)+`}`) {
+			t.Errorf("echo %d: %s", i, m.line)
+		}
+	}
+	var reads struct{ Lines []int }
+	if err := json.Unmarshal(p.tool("20", "stdin_reads", `{}`), &reads); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(reads.Lines, func(n int) bool { return n >= 5 }) {
+		t.Errorf("the server read the five requests of a burst in reads of %v lines, want them in one read", reads.Lines)
+	}
+}
+
+// Every session's requests are held in the one connection of the process: another session's
+// request that is not held writes them first (with itself, in one write), so the burst that
+// held them does not keep them from the server once another's write is made.
+func TestMuxHeldRequestsGoFirst(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	var burst stdio.Burst
+	var second <-chan message
+	burst.Hold(func() {
+		first := p1.request(&burst, nil, "h1", "tools/call", `{"name":"echo","arguments":{"held":"one"}}`)
+		second = p2.request(nil, nil, "n1", "tools/call", `{"name":"echo","arguments":{"now":"two"}}`)
+		if m := p1.await(first, "the held request's answer, while its burst lasts"); !strings.Contains(string(m.Result), `"structuredContent":{"held":"one"}`) {
+			t.Errorf("the held request's answer: %s", m.line)
+		}
+	})
+	if m := p2.await(second, "the other session's answer"); !strings.Contains(string(m.Result), `"structuredContent":{"now":"two"}`) {
+		t.Errorf("the other session's answer: %s", m.line)
+	}
+}
+
+// A request made once the session stopped using the process fails as a write to a closed
+// pipe, told to the request's record (its core's table then deals with it, as with a write
+// to an unshared server that failed); the server never gets it.
+func TestMuxRequestOfDetached(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "calls")
+	_, p1, p2 := twoSessions(t, "-full", "-record", record)
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	p1.a.Stop(0)
+	p1.exited()
+	var failed writeFailure
+	p1.request(nil, &failed, "late", "tools/call", `{"name":"echo","arguments":{"late":true}}`)
+	if err := failed.get(); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("the detached session's request: told %v, want a write to a closed pipe", err)
+	}
+	p2.tool("1", "echo", `{"after":"the detach"}`)
+	if got, _ := os.ReadFile(record); string(got) != "echo {\"after\":\"the detach\"}\n" {
+		t.Errorf("the server's calls:\n%s\nwant the other session's alone", got)
+	}
+}
+
+// writeFailure records the failure of a write (a stdio.WriteFailure, as a call's record is).
+type writeFailure struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (w *writeFailure) WriteFailed(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.err = err
+}
+
+func (w *writeFailure) get() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// A request made by a session's core is held to its ID space as one written to the input is
+// (TestMuxOutsideSpace): its ID, and its progress token, also under a key written escaped,
+// which the core does not read as _meta.
+func TestMuxRequestOutsideSpace(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "calls")
+	_, p1, p2 := twoSessions(t, "-full", "-record", record)
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	for _, tc := range []struct{ id, params, why string }{
+		{"x", `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
+		{p2.a.space + "8", `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
+		{p1.a.space + "9", `{"name":"echo","arguments":{},"_meta":{"progressToken":` + p2.wire(`p-9`) + `}}`, "the request's progress token is not of the session's ID space"},
+		{p1.a.space + "10", `{"name":"echo","arguments":{},"\u005fmeta":{"progressToken":` + p2.wire(`p-10`) + `}}`, "the request's progress token is not of the session's ID space"},
+	} {
+		ch := make(chan message, 1)
+		p1.mu.Lock()
+		p1.pending[strconv.Quote(tc.id)] = pending{tc.id, ch}
+		p1.mu.Unlock()
+		p1.a.Request(nil, nil, tc.id, "tools/call", stdio.Request(tc.id, "tools/call", []byte(tc.params)))
+		m := p1.await(ch, "the refusal of "+tc.id)
+		if !strings.Contains(string(m.Error), tc.why) || !strings.Contains(string(m.Error), `"code":-32603`) {
+			t.Errorf("%s: %s, want an internal error saying %q", tc.id, m.line, tc.why)
+		}
+	}
+	p1.tool(`11`, "echo", `{"after":"the refusals"}`)
+	if got, _ := os.ReadFile(record); string(got) != "echo {\"after\":\"the refusals\"}\n" {
+		t.Errorf("the server's calls:\n%s\nwant the last alone: a refused request reached it", got)
+	}
+}
+
+// server/discover made by a session whose handshake began before another settled the process
+// as legacy is answered Method not found by the multiplexer (a server may exit on a second
+// probe): this one never answers it.
+func TestMuxDiscoverOfLegacy(t *testing.T) {
+	_, p1, _ := twoSessions(t, "-full", "-discover", "silent")
+	p1.a.Settled(era.Legacy)
+	m := p1.await(p1.request(nil, nil, "probe", "server/discover", `{}`), "the answer to server/discover")
+	if !strings.Contains(string(m.Error), `"code":-32601`) {
+		t.Errorf("server/discover of a legacy process: %s, want Method not found", m.line)
+	}
 }
