@@ -96,7 +96,6 @@ func (b *Burst) hold(c *Conn, failed WriteFailure, id jsonrpc.ID, parts [][]byte
 		c.qmu.Unlock()
 		return true
 	}
-	first := len(c.held.data) == 0
 	if c.held.data == nil {
 		c.held.data, c.spare = c.spare, nil
 	}
@@ -116,7 +115,10 @@ func (b *Burst) hold(c *Conn, failed WriteFailure, id jsonrpc.ID, parts [][]byte
 		c.held.ids = append(c.held.ids, id)
 	}
 	c.qmu.Unlock()
-	if first {
+	// Listed in b even when another burst holds writes to c already (each session's burst
+	// holds its requests in a shared server's one connection: SendHeldBy): the end of every
+	// burst that held a write writes it, not only the end of the first.
+	if !slices.Contains(b.held, c) {
 		b.held = append(b.held, c)
 	}
 	return true

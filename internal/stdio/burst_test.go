@@ -103,6 +103,27 @@ func TestBurstHold(t *testing.T) {
 	}
 }
 
+// Two bursts holding writes to one Conn (SendHeldBy: the sessions of a shared server): the end
+// of either writes what both held, in order; the later does not wait for the earlier's end.
+func TestBurstsOfOneConn(t *testing.T) {
+	_, out, peer := burstPair(t)
+	var first, second Burst
+	buf := make([]byte, 100)
+	first.Hold(func() {
+		out.SendHeldBy(&first, nil, []byte("one\n"))
+		second.Hold(func() {
+			out.SendHeldBy(&second, nil, []byte("two\n"))
+			nothingArrives(t, peer)
+		})
+		_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := peer.Read(buf)
+		if err != nil || string(buf[:n]) != "one\ntwo\n" {
+			t.Fatalf("at the end of the second burst the peer read %q (%v), want both held messages, in order", buf[:n], err)
+		}
+	})
+	nothingArrives(t, peer) // the first burst's end: nothing is left to write
+}
+
 // A write that is not held (Send, Write) writes what is held first: order is kept.
 func TestBurstKeepsOrder(t *testing.T) {
 	in, out, peer := burstPair(t)
