@@ -24,7 +24,8 @@ import (
 // socket between them: the session's aggregator hands it its requests as it makes them
 // (Request), which go to the server's connection as made, held for the session's client's
 // burst there, and writes it the rest (Input: answers, notifications), which the process's
-// multiplexer (mux.go) takes line by line as it is written; both on the session's goroutine.
+// multiplexer (mux.go) takes line by line as it is written; both on the writer's goroutine
+// (the session's, or, for a request that waited for its turn, the one that ended the turn).
 // What the server writes for the session is handed to the session's aggregator (Feed) by the
 // one goroutine that reads the server for every session. A call crosses the shared process on
 // two goroutines, as it crosses an unshared aggregator: the one that reads the client and the
@@ -382,8 +383,8 @@ func (in *input) Write(b []byte) (int, error) {
 	}
 	n := len(b)
 	if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
-		// Several lines (a burst of the session's, held for the end of its client's): the
-		// requests among them go to the server in one write.
+		// Several lines in one write: the requests among them go to the server in one
+		// write.
 		a.p.burst.Hold(func() { in.lines(b) })
 		return n, nil
 	}

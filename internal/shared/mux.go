@@ -63,9 +63,10 @@ type proc struct {
 	command  string
 	child    *child.Process
 	conn     *stdio.Conn
-	// burst holds the requests relayed to the server while a session's write that brought
-	// several is taken apart (input.Write): they reach the server in one write, as they left
-	// the client.
+	// burst holds the requests relayed to the server while a write to a session's input that
+	// brought several lines is taken apart (input.Write): they reach the server in one write.
+	// A session's core writes one message a write there; its requests are held in conn by
+	// its own client's burst (Attachment.Request).
 	burst stdio.Burst
 
 	mu        sync.Mutex

@@ -304,6 +304,26 @@ func TestMuxHeldRequestsGoFirst(t *testing.T) {
 	}
 }
 
+// Two sessions' bursts holding requests in the one connection at once: the end of the later
+// writes its requests (and the earlier's), which do not wait for the earlier burst to end.
+func TestMuxBurstsOfTwoSessions(t *testing.T) {
+	_, p1, p2 := twoSessions(t, "-full")
+	p1.initialize("2025-06-18", "one")
+	p2.initialize("2025-06-18", "two")
+	var b1, b2 stdio.Burst
+	b1.Hold(func() {
+		first := p1.request(&b1, nil, "h1", "tools/call", `{"name":"echo","arguments":{"held":"one"}}`)
+		var second <-chan message
+		b2.Hold(func() {
+			second = p2.request(&b2, nil, "h2", "tools/call", `{"name":"echo","arguments":{"held":"two"}}`)
+		})
+		if m := p2.await(second, "the answer of the burst that ended, while the other lasts"); !strings.Contains(string(m.Result), `"structuredContent":{"held":"two"}`) {
+			t.Errorf("the second session's answer: %s", m.line)
+		}
+		p1.await(first, "the first session's answer")
+	})
+}
+
 // A request made once the session stopped using the process fails as a write to a closed
 // pipe, told to the request's record (its core's table then deals with it, as with a write
 // to an unshared server that failed); the server never gets it.
@@ -344,8 +364,9 @@ func (w *writeFailure) get() error {
 }
 
 // A request made by a session's core is held to its ID space as one written to the input is
-// (TestMuxOutsideSpace): its ID, and its progress token, also under a key written escaped,
-// which the core does not read as _meta.
+// (TestMuxOutsideSpace): its ID, and its progress token, also under a key written escaped (the
+// core reads that key as _meta too, and makes the token its own; the check does not rely on
+// it).
 func TestMuxRequestOutsideSpace(t *testing.T) {
 	record := filepath.Join(t.TempDir(), "calls")
 	_, p1, p2 := twoSessions(t, "-full", "-record", record)
