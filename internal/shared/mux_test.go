@@ -134,27 +134,46 @@ func TestMuxRequestAfterEnd(t *testing.T) {
 }
 
 // A request whose ID or progress token is not of its session's space (which would take what
-// is meant for another session) is refused, and never reaches the server.
+// is meant for another session) is refused, and never reaches the server: written to the
+// session's input, or made by its core (Attachment.Request), also with its progress token under
+// a key written escaped (the core reads that key as _meta too, and makes the token its own;
+// the check does not rely on it).
 func TestMuxOutsideSpace(t *testing.T) {
 	record := filepath.Join(t.TempDir(), "calls")
 	_, p1, p2 := twoSessions(t, "-full", "-record", record)
 	p1.initialize("2025-06-18", "one")
 	p2.initialize("2025-06-18", "two")
-	for _, tc := range []struct{ id, params, why string }{
-		{`7`, `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
-		{`"x"`, `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
-		{p2.wire(`8`), `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
-		{p1.wire(`9`), `{"name":"echo","arguments":{},"_meta":{"progressToken":` + p2.wire(`p-9`) + `}}`, "the request's progress token is not of the session's ID space"},
-		{p1.wire(`10`), `{"name":"echo","arguments":{},"_meta":{"progressToken":10}}`, "the request's progress token is not of the session's ID space"},
+	const (
+		id    = "the request's ID is not of the session's ID space"
+		token = "the request's progress token is not of the session's ID space"
+	)
+	for _, tc := range []struct {
+		wire, params, why string
+		made              bool // by the core, not written
+	}{
+		{`7`, `{"name":"echo","arguments":{}}`, id, false},
+		{`"x"`, `{"name":"echo","arguments":{}}`, id, false},
+		{p2.wire(`8`), `{"name":"echo","arguments":{}}`, id, false},
+		{p1.wire(`9`), `{"name":"echo","arguments":{},"_meta":{"progressToken":` + p2.wire(`p-9`) + `}}`, token, false},
+		{p1.wire(`10`), `{"name":"echo","arguments":{},"_meta":{"progressToken":10}}`, token, false},
+		{`"y"`, `{"name":"echo","arguments":{}}`, id, true},
+		{p2.wire(`18`), `{"name":"echo","arguments":{}}`, id, true},
+		{p1.wire(`19`), `{"name":"echo","arguments":{},"_meta":{"progressToken":` + p2.wire(`p-19`) + `}}`, token, true},
+		{p1.wire(`20`), `{"name":"echo","arguments":{},"\u005fmeta":{"progressToken":` + p2.wire(`p-20`) + `}}`, token, true},
 	} {
 		p1.mu.Lock()
 		ch := make(chan message, 1)
-		p1.pending[tc.id] = pending{tc.id, ch}
+		p1.pending[tc.wire] = pending{tc.wire, ch}
 		p1.mu.Unlock()
-		p1.write(`{"jsonrpc":"2.0","id":` + tc.id + `,"method":"tools/call","params":` + tc.params + `}`)
-		m := p1.await(ch, "the refusal of "+tc.id)
+		if tc.made {
+			id, _ := strconv.Unquote(tc.wire)
+			p1.a.Request(nil, nil, id, "tools/call", stdio.Request(id, "tools/call", []byte(tc.params)))
+		} else {
+			p1.write(`{"jsonrpc":"2.0","id":` + tc.wire + `,"method":"tools/call","params":` + tc.params + `}`)
+		}
+		m := p1.await(ch, "the refusal of "+tc.wire)
 		if !strings.Contains(string(m.Error), tc.why) || !strings.Contains(string(m.Error), `"code":-32603`) {
-			t.Errorf("%s: %s, want an internal error saying %q", tc.id, m.line, tc.why)
+			t.Errorf("%s (made by the core: %v): %s, want an internal error saying %q", tc.wire, tc.made, m.line, tc.why)
 		}
 	}
 	p1.tool(`11`, "echo", `{"after":"the refusals"}`)
@@ -361,37 +380,6 @@ func (w *writeFailure) get() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
-}
-
-// A request made by a session's core is held to its ID space as one written to the input is
-// (TestMuxOutsideSpace): its ID, and its progress token, also under a key written escaped (the
-// core reads that key as _meta too, and makes the token its own; the check does not rely on
-// it).
-func TestMuxRequestOutsideSpace(t *testing.T) {
-	record := filepath.Join(t.TempDir(), "calls")
-	_, p1, p2 := twoSessions(t, "-full", "-record", record)
-	p1.initialize("2025-06-18", "one")
-	p2.initialize("2025-06-18", "two")
-	for _, tc := range []struct{ id, params, why string }{
-		{"x", `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
-		{p2.a.space + "8", `{"name":"echo","arguments":{}}`, "the request's ID is not of the session's ID space"},
-		{p1.a.space + "9", `{"name":"echo","arguments":{},"_meta":{"progressToken":` + p2.wire(`p-9`) + `}}`, "the request's progress token is not of the session's ID space"},
-		{p1.a.space + "10", `{"name":"echo","arguments":{},"\u005fmeta":{"progressToken":` + p2.wire(`p-10`) + `}}`, "the request's progress token is not of the session's ID space"},
-	} {
-		ch := make(chan message, 1)
-		p1.mu.Lock()
-		p1.pending[strconv.Quote(tc.id)] = pending{tc.id, ch}
-		p1.mu.Unlock()
-		p1.a.Request(nil, nil, tc.id, "tools/call", stdio.Request(tc.id, "tools/call", []byte(tc.params)))
-		m := p1.await(ch, "the refusal of "+tc.id)
-		if !strings.Contains(string(m.Error), tc.why) || !strings.Contains(string(m.Error), `"code":-32603`) {
-			t.Errorf("%s: %s, want an internal error saying %q", tc.id, m.line, tc.why)
-		}
-	}
-	p1.tool(`11`, "echo", `{"after":"the refusals"}`)
-	if got, _ := os.ReadFile(record); string(got) != "echo {\"after\":\"the refusals\"}\n" {
-		t.Errorf("the server's calls:\n%s\nwant the last alone: a refused request reached it", got)
-	}
 }
 
 // server/discover made by a session whose handshake began before another settled the process
