@@ -18,9 +18,9 @@ import (
 // that Conn has a whole message buffered beyond the one Read returns, and ends it at the next
 // Read that would wait for input; writes marked as holdable (Conn.SendHeld, and every write of
 // WriteResponse and WriteParts) to a Conn whose Options.HeldBy is that Burst, and those of
-// Conn.SendHeldBy with it, are held while it is active. Every end of a burst writes everything held, so nothing waits longer than the
-// readers' handling of what they already read. Order per Conn is kept: any write that is not
-// held writes what is held first.
+// Conn.SendHeldBy with it, are held while it is active. Every end of a burst writes everything
+// held, so nothing waits longer than the readers' handling of what they already read. Order
+// per Conn is kept: any write that is not held writes what is held first.
 //
 // Nothing must wait for a held write to arrive while a reader of its Burst waits for that:
 // the aggregator holds only what it relays, never the requests it waits on itself.
