@@ -130,7 +130,8 @@ type Piped interface {
 // A Fed process hands the aggregator its messages itself, and takes each message the
 // aggregator writes as it is written: a server of a shared process, whose one reader reads it
 // for every session that uses it and hands each its own (serverFeed). Input is where the
-// server's messages are written (a stdio.InlineWriter); Feed begins the handing over.
+// session's messages for the server but its requests (Request) are written (a
+// stdio.InlineWriter); Feed begins the handing over.
 type Fed interface {
 	Process
 	Input() io.WriteCloser
