@@ -65,7 +65,14 @@ func (l *lockedBuffer) String() string {
 // startPeer starts a program and reads its stdout.
 func startPeer(t *testing.T, name string, args ...string) *peer {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	return startPeerCmd(t, exec.Command(name, args...))
+}
+
+// startPeerCmd is startPeer for a command made by the caller (with its own process
+// attributes).
+func startPeerCmd(t *testing.T, cmd *exec.Cmd) *peer {
+	t.Helper()
+	name := cmd.Path
 	// Under -race the binaries are race-built, and the race runtime sleeps a second before a
 	// program exits (atexit_sleep_ms); that second is not the aggregator's, and it would
 	// count twice (the aggregator waits for its watchdog) against shutdown deadlines.

@@ -922,6 +922,54 @@ func TestFaultShareForwarderKilled(t *testing.T) {
 	s0.in.Close()
 }
 
+// The shared process leads a process group of its own, in the session of the client that
+// started it (shared.detached): a client that ends its server's process group does not end
+// it, and it is scheduled with its clients, where Linux's autogroup (the session's) would put
+// it and its servers apart from them. After the group's end the next session is served by the
+// same shared process.
+func TestFaultShareDetached(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the client starts its server as a group
+	s0 := startPeerCmd(t, cmd)
+	s0.initialize("test")
+	if m := s0.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`); !strings.Contains(string(m.Result), `{"back":1}`) {
+		t.Fatalf("a call: %s", m.Line)
+	}
+	procs := sharedProcs(dir)
+	if len(procs) != 1 {
+		t.Fatalf("%d shared processes, want 1", len(procs))
+	}
+	shared, forwarder := procs[0], cmd.Process.Pid
+	if pgid, err := unix.Getpgid(shared); err != nil || pgid != shared {
+		t.Errorf("the shared process %d is in process group %d (%v), want its own", shared, pgid, err)
+	}
+	sid, _ := unix.Getsid(shared)
+	if clientSid, _ := unix.Getsid(forwarder); sid != clientSid {
+		t.Errorf("the shared process is in session %d, the client that started it in %d: want the client's", sid, clientSid)
+	}
+	if want, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", forwarder)); err == nil {
+		if got, _ := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", shared)); string(got) != string(want) {
+			t.Errorf("the shared process's scheduling group is %q, its client's %q", strings.TrimSpace(string(got)), strings.TrimSpace(string(want)))
+		}
+	}
+
+	if err := syscall.Kill(-forwarder, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s0.waitExit()
+	s1 := shareSession(t, path)
+	if m := s1.call("tools/call", `{"name":"a:echo","arguments":{"back":2}}`); !strings.Contains(string(m.Result), `{"back":2}`) {
+		t.Fatalf("a call of the next session: %s", m.Line)
+	}
+	if procs := sharedProcs(dir); len(procs) != 1 || procs[0] != shared {
+		t.Errorf("shared processes %v after the first client's group was killed, want %d still", procs, shared)
+	}
+	endShared(t, dir, tag, s1)
+}
+
 // A session that ends with work at a server another session uses: the server has the
 // session's call cancelled and its question to the session's client answered with an error,
 // by the session itself (its in-flight table is the only record of either), and the other

@@ -124,9 +124,17 @@ func sameUser(c net.Conn) error {
 	return nil
 }
 
-// detached makes the shared process a session and process group of its own: it outlives the
-// session that started it, and a signal to that session's group does not reach it.
-func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
+// detached makes the shared process a process group of its own, in the session of the client
+// that started it: a signal to the client's group (a client ending its server's group, a
+// terminal's Ctrl-C to its foreground job, a shell's SIGHUP to its jobs as it exits) does not
+// reach it, nor does a terminal's hangup, which signals only the session's leader and its
+// foreground group; it has nothing of the terminal (its input is /dev/null, its output the
+// log) and no group of its is ever the foreground one. It does not lead a session of its own
+// (setsid, as gopls's daemon does): on Linux a session is also a scheduling group (autogroup,
+// kernel.sched_autogroup_enabled, on by default in most distributions' kernels), and in one
+// apart from its clients, with its servers, every call crosses between two groups: the path
+// spent 8% more CPU a call with eight callers (BENCHMARKS.md, "Round sixteen").
+func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 // lockFile takes the lock of f (flock): one session starts the shared process at a time.
 func lockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }

@@ -149,7 +149,7 @@ const maxLog = 1 << 20
 const DaemonArg = "__shared"
 
 // startShared starts the shared process: the program run with DaemonArg, detached from the
-// session (a session and process group of its own), its output in the place's log.
+// client (a process group of its own: detached), its output in the place's log.
 func (s *Session) startShared() error {
 	// Appended to, each line with its time: a shared process that is still ending (stopped,
 	// or its last session gone) may write its last lines after the next one has started. It
