@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -968,6 +969,77 @@ func TestFaultShareDetached(t *testing.T) {
 		t.Errorf("shared processes %v after the first client's group was killed, want %d still", procs, shared)
 	}
 	endShared(t, dir, tag, s1)
+}
+
+// A client started from a terminal: its session has one (here a pseudo-terminal), and the
+// shared process it starts runs in that session (TestFaultShareDetached), but gives the
+// terminal up as it starts: neither it nor the servers of any session can open that client's
+// terminal.
+func TestFaultShareNoTerminal(t *testing.T) {
+	dir := shareDir(t)
+	tag := newTag(t)
+	path := writeConfig(t, `{"mcpServers": {"a": `+tagged(tag)+`}}`)
+	master, slave := openPTY(t)
+	defer master.Close()
+	cmd := exec.Command(aggBinary, "--config", path, "--share", "--linger", "1s")
+	cmd.ExtraFiles = []*os.File{slave} // fd 3 in the client
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
+	s0 := startPeerCmd(t, cmd)
+	slave.Close()
+	s0.initialize("test")
+	if m := s0.call("tools/call", `{"name":"a:echo","arguments":{"back":1}}`); !strings.Contains(string(m.Result), `{"back":1}`) {
+		t.Fatalf("a call: %s", m.Line)
+	}
+	if terminalOf(cmd.Process.Pid) == 0 {
+		t.Fatal("the client has no controlling terminal: the test set up none")
+	}
+	procs := sharedProcs(dir)
+	if len(procs) != 1 {
+		t.Fatalf("%d shared processes, want 1", len(procs))
+	}
+	if sid, _ := unix.Getsid(procs[0]); sid != cmd.Process.Pid {
+		t.Errorf("the shared process is in session %d, want the client's, %d", sid, cmd.Process.Pid)
+	}
+	for _, pid := range append(procs, taggedProcs(tag)...) {
+		if tty := terminalOf(pid); tty != 0 {
+			t.Errorf("%s (%d) has the client's terminal (device %#x) as its own", cmdline(pid), pid, tty)
+		}
+	}
+	endShared(t, dir, tag, s0)
+}
+
+// openPTY opens a pseudo-terminal: its master and its slave, neither the test's terminal.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return master, slave
+}
+
+// terminalOf is the device number of the process's controlling terminal, 0 for none
+// (/proc/PID/stat's tty_nr).
+func terminalOf(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	tty, _ := strconv.Atoi(fields[4]) // state, ppid, pgrp, session, tty_nr
+	return tty
 }
 
 // A session that ends with work at a server another session uses: the server has the

@@ -52,6 +52,7 @@ const startGrace = 30 * time.Second
 // uses is kept, and host runs the sessions of forwarders. When another shared process answers
 // on socket already, it returns at once.
 func RunDaemon(ctx context.Context, socket string, linger time.Duration, log *slog.Logger, host Host) error {
+	leaveTerminal() // before any server starts: they inherit it
 	if conn, err := net.DialTimeout("unix", socket, time.Second); err == nil {
 		conn.Close()
 		return nil // one runs: sessions use it

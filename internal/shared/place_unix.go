@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Supported reports whether sessions can share a process here.
@@ -128,13 +130,27 @@ func sameUser(c net.Conn) error {
 // that started it: a signal to the client's group (a client ending its server's group, a
 // terminal's Ctrl-C to its foreground job, a shell's SIGHUP to its jobs as it exits) does not
 // reach it, nor does a terminal's hangup, which signals only the session's leader and its
-// foreground group; it has nothing of the terminal (its input is /dev/null, its output the
-// log) and no group of its is ever the foreground one. It does not lead a session of its own
+// foreground group. Its input is /dev/null and its output the log, and it gives up the
+// session's terminal as it starts (leaveTerminal). It does not lead a session of its own
 // (setsid, as gopls's daemon does): on Linux a session is also a scheduling group (autogroup,
 // kernel.sched_autogroup_enabled, on by default in most distributions' kernels), and in one
 // apart from its clients, with its servers, every call crosses between two groups: the path
 // spent 8% more CPU a call with eight callers (BENCHMARKS.md, "Round sixteen").
 func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// leaveTerminal gives up the controlling terminal of the session the shared process runs in
+// (that of a client started from a terminal), which a session of its own would not have had:
+// no server of any session can then open that client's terminal (/dev/tty) to write to it, or
+// be stopped by a read from it. TIOCNOTTY from a process that does not lead its session takes
+// the terminal from that process alone (tty(4)); its servers, started after, have none.
+func leaveTerminal() {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR|syscall.O_NONBLOCK, 0) // no wait for a line
+	if err != nil {
+		return // it has none
+	}
+	defer tty.Close()
+	_ = unix.IoctlSetInt(int(tty.Fd()), unix.TIOCNOTTY, 0)
+}
 
 // lockFile takes the lock of f (flock): one session starts the shared process at a time.
 func lockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }

@@ -20,6 +20,7 @@ func locate(string) (place, error)   { return place{}, errUnsupported }
 func build(string, string) string    { return "" }
 func sameUser(net.Conn) error        { return errUnsupported }
 func detached() *syscall.SysProcAttr { return nil }
+func leaveTerminal()                 {}
 func lockFile(*os.File) error        { return errUnsupported }
 func private(string) error           { return errUnsupported }
 
