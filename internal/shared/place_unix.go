@@ -135,7 +135,7 @@ func sameUser(c net.Conn) error {
 // (setsid, as gopls's daemon does): on Linux a session is also a scheduling group (autogroup,
 // kernel.sched_autogroup_enabled, on by default in most distributions' kernels), and in one
 // apart from its clients, with its servers, every call crosses between two groups: the path
-// spent 8% more CPU a call with eight callers (BENCHMARKS.md, "Round sixteen").
+// spent about 9% more CPU a call with eight callers (BENCHMARKS.md, "Round sixteen").
 func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 // leaveTerminal gives up the controlling terminal of the session the shared process runs in
@@ -144,6 +144,9 @@ func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true
 // be stopped by a read from it. TIOCNOTTY from a process that does not lead its session takes
 // the terminal from that process alone (tty(4)); its servers, started after, have none.
 func leaveTerminal() {
+	if sid, err := unix.Getsid(0); err != nil || sid == os.Getpid() {
+		return // a leader's TIOCNOTTY would hang up its session's foreground group: never started so
+	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR|syscall.O_NONBLOCK, 0) // no wait for a line
 	if err != nil {
 		return // it has none
