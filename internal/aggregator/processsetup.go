@@ -73,7 +73,7 @@ type ProcessSessions struct {
 	more      bool
 	bursting  []Member
 	size      int
-	atServer  map[*turn]bool
+	atServer  []*turn // in no order: each knows its place (turn.at)
 	queue     []*turn
 	askers    map[askKey]bool
 	suspects  map[askKey]bool
@@ -112,7 +112,7 @@ type resourceSubs struct {
 func NewProcessSessions(write func(parts ...[]byte), log *slog.Logger) *ProcessSessions {
 	return &ProcessSessions{write: write, log: log, members: map[any]*memberSetup{}, subs: map[string]*resourceSubs{},
 		listeners: map[any]*listener{}, byID: map[string]*setupListen{}, reopen: make(chan struct{}, 1),
-		atServer: map[*turn]bool{}, askers: map[askKey]bool{}, suspects: map[askKey]bool{}, asking: map[any]int{}}
+		askers: map[askKey]bool{}, suspects: map[askKey]bool{}, asking: map[any]int{}}
 }
 
 // setsUp reports whether a request of method sets up the connection (merged by a

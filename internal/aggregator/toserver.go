@@ -78,11 +78,12 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 	if c.req != nil && a.opts.IdleStop > 0 {
 		s.lastUse.Store(time.Now().UnixNano())
 	}
-	if ps, f := s.turnsOf(c.method); ps != nil {
+	fed := s.fed()
+	if ps := s.turnsOf(c.method, fed); ps != nil {
 		if c.turn != nil {
 			c.turn.end(nil) // sent again: the turn of its first sending is over
 		}
-		c.turn = ps.newTurn(f, c) // before the table has c, where a cancellation finds it
+		c.turn = ps.newTurn(fed, c) // before the table has c, where a cancellation finds it
 	}
 	newToken, res := a.inflight.add(c, token)
 	if res != addOK {
@@ -108,7 +109,7 @@ func (a *Aggregator) sendToServer(c *call, token []byte, params ...[]byte) addRe
 		held = nil
 	}
 	c.agg = a
-	w := pendingWrite{conn: s.conn, fed: s.fed(), id: c.toID, method: c.method,
+	w := pendingWrite{conn: s.conn, fed: fed, id: c.toID, method: c.method,
 		failed: c, // WriteFailed
 		msg:    stdio.Request(c.toID, c.method, params...)}
 	if c.turn != nil {

@@ -31,25 +31,38 @@ import (
 // turn is a session's request to a shared legacy process during which the server may ask its
 // client (era.InputMethods): made before the table has the call (newTurn, so that whoever
 // finds the call there finds its turn), then at the server or waiting for its session's turn
-// to go. Its fields are guarded by the setup's lock, but sent, which the table reads.
+// to go. Its fields are guarded by the setup's lock, but sent, which the table reads, and writing.
 type turn struct {
 	ps        *ProcessSessions
 	member    any
-	key       askKey       // what it is known to ask by
-	id        string       // its ID at the server, once the table had it
-	asks      bool         // it is of the requests known to ask, and counted in ps.asking
-	questions uint64       // ps.questions when it went
-	queued    bool         // it waits for its session's turn, in ps.queue
-	pending   pendingWrite // its request, written once its turn came (takeTurn)
-	over      bool         // answered, cancelled or given up (end)
-	// writing says it is being written (takeTurn, sendAll, until wrote); cancel is its
-	// cancellation, when it ended meanwhile: sent once the write is done (wrote).
-	writing bool
-	cancel  func()
+	key       askKey        // what it is known to ask by
+	id        string        // its ID at the server, once the table had it
+	asks      bool          // it is of the requests known to ask, and counted in ps.asking
+	questions uint64        // ps.questions when it went
+	queued    bool          // it waits for its session's turn, in ps.queue
+	pending   *pendingWrite // its request, written once its turn came (takeTurn); nil unless it waited
+	over      bool          // answered, cancelled or given up (end)
+	// at is its place in ps.atServer, plus one: 0 while it is not at the server.
+	at int
+	// cancel is its cancellation, when it ended while it was being written: sent once the
+	// write is done (wrote).
+	cancel func()
+	// writing is notWriting, beingWritten (takeTurn, sendAll, until wrote), or cancelWaits
+	// (it ended meanwhile: cancel waits for the write). An atomic, so that the writer that
+	// says it wrote takes no lock unless a cancellation waits for it: a request that goes at
+	// once, the usual case, takes the setup's lock once to go and once to end.
+	writing atomic.Int32
 	// sent says it is written to the server, or being written: a cancellation of it is to
 	// be sent, and a question of the server's may be its (table.attribute).
 	sent atomic.Bool
 }
+
+// The states of turn.writing.
+const (
+	notWriting int32 = iota
+	beingWritten
+	cancelWaits
+)
 
 // pendingWrite is a request to a server, written now or once its session's turn comes: the
 // connection it is written to, or the shared process that takes it (fed, whose requests are
@@ -108,16 +121,17 @@ func (ps *ProcessSessions) takeTurn(t *turn, c *call, write pendingWrite) bool {
 	case t.over:
 		return false
 	case ps.members[t.member] == nil:
-		t.writing = true
+		t.writing.Store(beingWritten)
 		t.sent.Store(true)
 		return true // its session's use of the process ended: the process drops it
 	case ps.waits(t.member, t.key):
-		t.pending, t.queued = write, true
+		t.pending, t.queued = new(pendingWrite), true // allocated here alone: most requests go at once
+		*t.pending = write
 		ps.queue = append(ps.queue, t)
 		return false
 	}
 	ps.began(t)
-	t.writing = true
+	t.writing.Store(beingWritten)
 	t.sent.Store(true)
 	return true
 }
@@ -125,15 +139,30 @@ func (ps *ProcessSessions) takeTurn(t *turn, c *call, write pendingWrite) bool {
 // wrote says that t's request was written (takeTurn, sendAll): a cancellation of it that came
 // meanwhile is sent now, after it.
 func (t *turn) wrote() {
+	if t.writing.CompareAndSwap(beingWritten, notWriting) {
+		return // no cancellation came meanwhile
+	}
 	ps := t.ps
-	ps.mu.Lock()
-	t.writing = false
+	ps.mu.Lock() // the cancellation was set before writing said so (waitForWrite)
+	t.writing.Store(notWriting)
 	cancel := t.cancel
 	t.cancel = nil
 	ps.mu.Unlock()
 	if cancel != nil {
 		ps.cancelled(cancel)
 	}
+}
+
+// waitForWrite leaves cancel to be sent by the writer of t's request once it wrote it (wrote),
+// and reports whether it did: false when t is not being written (its write is done, or it never
+// began). Callers hold ps.mu.
+func (t *turn) waitForWrite(cancel func()) bool {
+	t.cancel = cancel
+	if t.writing.CompareAndSwap(beingWritten, cancelWaits) {
+		return true
+	}
+	t.cancel = nil
+	return false
 }
 
 // waits reports whether a request of the session of f known to ask by key waits for the
@@ -156,7 +185,8 @@ func (ps *ProcessSessions) waits(f any, key askKey) bool {
 // began notes that t goes to the server. Callers hold ps.mu.
 func (ps *ProcessSessions) began(t *turn) {
 	t.questions = ps.questions
-	ps.atServer[t] = true
+	ps.atServer = append(ps.atServer, t)
+	t.at = len(ps.atServer)
 	if ps.askers[t.key] {
 		t.asks = true
 		ps.asking[t.member]++
@@ -181,13 +211,12 @@ func (t *turn) end(cancel func()) {
 	case t.queued:
 		t.queued = false
 		ps.queue = slices.DeleteFunc(ps.queue, func(q *turn) bool { return q == t })
-	case ps.atServer[t]:
+	case t.at > 0:
 		ps.ended(t)
 	}
 	if cancel != nil && t.sent.Load() {
 		ps.cancelling++ // no request goes before it (next)
-		if t.writing {
-			t.cancel = cancel
+		if t.waitForWrite(cancel) {
 			ps.mu.Unlock()
 			return
 		}
@@ -213,7 +242,10 @@ func (ps *ProcessSessions) cancelled(cancel func()) {
 
 // ended takes t out of what is at the server. Callers hold ps.mu.
 func (ps *ProcessSessions) ended(t *turn) {
-	delete(ps.atServer, t)
+	last := ps.atServer[len(ps.atServer)-1]
+	ps.atServer[t.at-1], last.at = last, t.at
+	ps.atServer[len(ps.atServer)-1] = nil
+	ps.atServer, t.at = ps.atServer[:len(ps.atServer)-1], 0
 	if t.asks {
 		t.asks = false
 		if ps.asking[t.member]--; ps.asking[t.member] <= 0 {
@@ -254,7 +286,7 @@ func sendAll(turns []*turn) {
 		t.ps.mu.Lock()
 		goes := !t.over
 		if goes {
-			t.writing = true
+			t.writing.Store(beingWritten)
 			t.sent.Store(true)
 		}
 		t.ps.mu.Unlock()
@@ -283,17 +315,16 @@ func (ps *ProcessSessions) leaveTurns(f any) (cancel func(), next []*turn) {
 		}
 		return false
 	})
-	for t := range ps.atServer {
+	for _, t := range slices.Clone(ps.atServer) { // ended takes each out
 		if t.member != f {
 			continue
 		}
 		t.over = true
 		ps.ended(t)
+		id := t.id
 		switch {
-		case t.writing: // cancelled once it is written (wrote), as end does
-			ps.cancelling++
-			id := t.id
-			t.cancel = func() { ps.write(stdio.Cancelled(id, SessionGone)...) }
+		case t.waitForWrite(func() { ps.write(stdio.Cancelled(id, SessionGone)...) }):
+			ps.cancelling++ // cancelled once it is written (wrote), as end does
 		case t.sent.Load():
 			cancels = append(cancels, t.id)
 		}
@@ -319,7 +350,7 @@ func (ps *ProcessSessions) Asker() (any, string) {
 	defer ps.mu.Unlock()
 	ps.questions++
 	var known, some []*turn
-	for t := range ps.atServer {
+	for _, t := range ps.atServer {
 		if t.asks {
 			known = append(known, t)
 		} else {
@@ -357,14 +388,14 @@ func (ps *ProcessSessions) Asker() (any, string) {
 	return nil, fmt.Sprintf("the request cannot be told apart between the %d sessions whose requests are in flight at the server (the legacy era does not say which request a server's request serves); such requests take turns between sessions from now on", len(sessions))
 }
 
-// turnsOf is the setup whose turns the requests of s take, and the session's member of it: a
-// shared legacy process's (processSetup); nil for a process of the session's own, and for a
-// modern server.
-func (s *server) turnsOf(method string) (*ProcessSessions, Fed) {
-	if !era.InputMethods[method] {
-		return nil, nil
+// turnsOf is the setup whose turns the requests of method to s take, where fed is the
+// session's member of it (s.fed(): nil for a process of the session's own): a shared legacy
+// process's (processSetup); nil for a process of the session's own, and for a modern server.
+func (s *server) turnsOf(method string, fed Fed) *ProcessSessions {
+	if fed == nil || !era.InputMethods[method] || !s.side().setsLevel() {
+		return nil
 	}
-	return s.processSetup()
+	return fed.Sessions()
 }
 
 // cancelAtServer sends the cancellation of c, a request to a server, with cancel, unless its
