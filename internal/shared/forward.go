@@ -456,7 +456,7 @@ func (f *forwarder) noteMessage(msg []byte) {
 			// cancelled is kept, as the session keeps it (its answer, if one comes, is not
 			// waited for).
 			if start, end, ok := rawjson.Member(params, "requestId"); ok {
-				f.answered(idKey(params[start:end]), true)
+				f.answered(keyOf(params[start:end]), true)
 			}
 		}
 		return
@@ -494,11 +494,12 @@ type setting struct {
 	sub  bool
 }
 
-// answered takes the receipt of the answer to the request of ID key: ok when it succeeded. A
-// setLevel or subscribe that succeeded is kept, to be sent again to a new shared process.
-// Callers hold f.mu.
-func (f *forwarder) answered(key string, ok bool) {
-	if st, found := f.setting[key]; found && ok {
+// answered takes the receipt of the answer to the request of ID key (idKey, as bytes): ok when
+// it succeeded. A setLevel or subscribe that succeeded is kept, to be sent again to a new
+// shared process. It allocates nothing (a receipt is taken for every answer). Callers hold
+// f.mu.
+func (f *forwarder) answered(key []byte, ok bool) {
+	if st, found := f.setting[string(key)]; found && ok {
 		switch {
 		case st.sub:
 			f.subs[st.uri] = st.line
@@ -506,7 +507,9 @@ func (f *forwarder) answered(key string, ok bool) {
 			f.level, f.levelSeq = st.line, st.seq
 		}
 	}
-	f.retire(key)
+	delete(f.inflight, string(key)) // without making a string of key
+	delete(f.listens, string(key))
+	delete(f.setting, string(key))
 }
 
 // drain takes in what the session read of the client's input and the receipts it wrote (its
@@ -556,7 +559,7 @@ func (f *forwarder) receipted(recs []byte) {
 			if failed {
 				rec = rec[1:]
 			}
-			f.answered(idKey(rec), !failed)
+			f.answered(keyOf(rec), !failed)
 		}
 	}
 	f.carry = append(f.carry[:0], rest...)
@@ -583,6 +586,14 @@ func idKey(id []byte) string {
 		return string(id)
 	}
 	return string(enc)
+}
+
+// keyOf is idKey(id) as bytes: id itself when it is its own key, as the usual IDs are.
+func keyOf(id []byte) []byte {
+	if plainID(id) {
+		return id
+	}
+	return []byte(idKey(id))
 }
 
 // plainID says whether id is written as the session writes it: digits with no fraction or
@@ -617,13 +628,6 @@ func plainID(id []byte) bool {
 	return true
 }
 
-// retire forgets the request of ID key: it was answered. Callers hold f.mu.
-func (f *forwarder) retire(key string) {
-	delete(f.inflight, key)
-	delete(f.listens, key)
-	delete(f.setting, key)
-}
-
 // failInflight answers the client's requests in flight with an error: the shared process that
 // ran them ended. Its listens stay open: they are sent again. A line it left unfinished is
 // ended first, so that what follows reaches the client whole (the unfinished one is lost).
@@ -638,7 +642,7 @@ func (f *forwarder) failInflight() {
 		if _, listen := f.listens[id]; listen {
 			continue
 		}
-		f.retire(id)
+		f.answered([]byte(id), false) // answered here, with an error
 		msg := fmt.Sprintf("%s: the request ended with the shared process that ran it (it may or may not have been done); the session goes on in another", method)
 		errObj, _ := json.Marshal(map[string]any{"code": -32603, "message": msg})
 		b = append(append(append(append(b, responseHead...), id...), `,"error":`...), errObj...)
