@@ -108,9 +108,7 @@ func (ps *ProcessSessions) badLineTo(bad *stdio.BadLineError) []Member {
 			return nil
 		}
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return slices.Clone(ps.routes)
+	return ps.routed()
 }
 
 // Unroute makes the process's messages go to f no more: its session stops using the process
@@ -123,7 +121,33 @@ func (ps *ProcessSessions) Unroute(f any) {
 
 // unroute is Unroute for callers that hold ps.mu.
 func (ps *ProcessSessions) unroute(f any) {
-	ps.routes = slices.DeleteFunc(ps.routes, func(m Member) bool { return m == f })
+	ps.setRoutes(slices.DeleteFunc(slices.Clone(ps.routed()), func(m Member) bool { return m == f }))
+}
+
+// routes are the sessions the process's messages go to, in the order they joined, with their
+// ID spaces (Member.Space, asked once): a snapshot, replaced whole (setRoutes) and never
+// changed, which the process's reader reads without ps.mu for every answer (ofSpace).
+type routes struct {
+	members []Member
+	spaces  []string
+}
+
+// setRoutes makes members the sessions the process's messages go to. Callers hold ps.mu.
+func (ps *ProcessSessions) setRoutes(members []Member) {
+	r := &routes{members: members, spaces: make([]string, len(members))}
+	for i, m := range members {
+		r.spaces[i] = m.Space()
+	}
+	ps.routes.Store(r)
+}
+
+// routed are the sessions the process's messages go to, in the order they joined: not to be
+// changed.
+func (ps *ProcessSessions) routed() []Member {
+	if r := ps.routes.Load(); r != nil {
+		return r.members
+	}
+	return nil
 }
 
 // Flush ends the burst of every session handed a message during the reader's burst.
@@ -200,10 +224,8 @@ func (ps *ProcessSessions) asked() (Member, string) {
 		m, _ := f.(Member)
 		return m, why
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if len(ps.routes) > 0 {
-		return ps.routes[0], ""
+	if ms := ps.routed(); len(ms) > 0 {
+		return ms[0], ""
 	}
 	return nil, "no session uses the server"
 }
@@ -241,9 +263,7 @@ func (ps *ProcessSessions) serverNotification(m *jsonrpc.Request) {
 		// Anything else to every session: list changes; a log message or a resource's
 		// update, which each session's core takes at its level or when its client subscribed;
 		// the cancellation of a server's request, which the table of the session asked has.
-		ps.mu.Lock()
-		to = slices.Clone(ps.routes)
-		ps.mu.Unlock()
+		to = ps.routed()
 	}
 	for _, member := range to {
 		ps.hand(member, &jsonrpc.Request{Method: m.Method, Params: params})
@@ -252,11 +272,13 @@ func (ps *ProcessSessions) serverNotification(m *jsonrpc.Request) {
 
 // ofSpace is the session whose ID space id (an ID or a progress token) is of; nil when none's.
 func (ps *ProcessSessions) ofSpace(id string) Member {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for _, m := range ps.routes {
-		if strings.HasPrefix(id, m.Space()) {
-			return m
+	r := ps.routes.Load()
+	if r == nil {
+		return nil
+	}
+	for i, space := range r.spaces {
+		if strings.HasPrefix(id, space) {
+			return r.members[i]
 		}
 	}
 	return nil
@@ -269,10 +291,7 @@ func (ps *ProcessSessions) taskOwner(id string) Member {
 	if id == "" {
 		return nil
 	}
-	ps.mu.Lock()
-	routes := slices.Clone(ps.routes)
-	ps.mu.Unlock()
-	for _, m := range routes {
+	for _, m := range ps.routed() {
 		if m.OwnsTask(id) {
 			return m
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/era"
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
@@ -61,19 +62,20 @@ type ProcessSessions struct {
 	open      *setupListen
 	byID      map[string]*setupListen
 	listenEnv string
+	// The sessions the process's messages go to (processroute.go), in the order they joined
+	// (replaced under mu, read without it); and, for Route alone (the process's one reader),
+	// whether more of the server's messages follow at once, the sessions handed one since the
+	// last did not, and the size of the message being routed.
+	routes   atomic.Pointer[routes]
+	more     bool
+	bursting []Member
+	size     int
 	// The turns of a legacy server's questions (turns.go): the sessions' requests at the
-	// server during which it may ask, and those waiting for their session's turn; what is
-	// known (askers) or suspected to ask; the server's questions so far; and each session's
-	// requests known to ask that are at the server.
-	// The sessions the process's messages go to (processroute.go), in the order they joined;
-	// and, for Route alone (the process's one reader), whether more of the server's messages
-	// follow at once, the sessions handed one since the last did not, and the size of the
-	// message being routed.
-	routes    []Member
-	more      bool
-	bursting  []Member
-	size      int
-	atServer  []*turn // in no order: each knows its place (turn.at)
+	// server during which it may ask (in no order: each knows its place, turn.at), and those
+	// waiting for their session's turn; what is known (askers) or suspected to ask; the
+	// server's questions so far; and each session's requests known to ask that are at the
+	// server.
+	atServer  []*turn
 	queue     []*turn
 	askers    map[askKey]bool
 	suspects  map[askKey]bool
@@ -187,7 +189,7 @@ func (ps *ProcessSessions) Join(f any) {
 	if ps.members[f] == nil {
 		ps.members[f] = &memberSetup{}
 		if m, ok := f.(Member); ok {
-			ps.routes = append(ps.routes, m)
+			ps.setRoutes(append(slices.Clone(ps.routed()), m))
 		}
 	}
 }
