@@ -223,13 +223,18 @@ func statTicks(pids []int, i int) int64 {
 	return total
 }
 
-// childrenOf are the processes pid started (of its main thread).
+// childrenOf are the processes pid started, from any of its threads.
 func childrenOf(pid int) []int {
-	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	// Each thread's children are its own file: a Go process starts a child from whichever
+	// thread the goroutine runs on.
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		if c, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, c)
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, c)
+			}
 		}
 	}
 	return pids
