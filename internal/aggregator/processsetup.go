@@ -133,9 +133,19 @@ func setsUp(method string) bool {
 // requests carry their level, and whose listen the subscriptions (sharedSetup).
 func (s *server) processSetup() (*ProcessSessions, Fed) {
 	if !s.side().setsLevel() {
-		return nil, nil
+		return nil, nil // without taking the process's lock (fed)
 	}
-	return s.sharedSetup()
+	fed := s.fed()
+	return s.setupOf(fed), fed
+}
+
+// setupOf is processSetup's setup, given the session's member of the process of s (s.fed(), for
+// a caller that needs it too: sendToServer).
+func (s *server) setupOf(fed Fed) *ProcessSessions {
+	if fed == nil || !s.side().setsLevel() {
+		return nil
+	}
+	return fed.Sessions()
 }
 
 // sharedSetup is the setup the sessions of the process of s share, and the session's member of

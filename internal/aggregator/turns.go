@@ -392,10 +392,10 @@ func (ps *ProcessSessions) Asker() (any, string) {
 // session's member of it (s.fed(): nil for a process of the session's own): a shared legacy
 // process's (processSetup); nil for a process of the session's own, and for a modern server.
 func (s *server) turnsOf(method string, fed Fed) *ProcessSessions {
-	if fed == nil || !era.InputMethods[method] || !s.side().setsLevel() {
+	if !era.InputMethods[method] {
 		return nil
 	}
-	return fed.Sessions()
+	return s.setupOf(fed)
 }
 
 // cancelAtServer sends the cancellation of c, a request to a server, with cancel, unless its
