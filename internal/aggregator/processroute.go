@@ -141,11 +141,11 @@ func (ps *ProcessSessions) setRoutes(members []Member) {
 	ps.routes.Store(r)
 }
 
-// routed are the sessions the process's messages go to, in the order they joined: not to be
-// changed.
+// routed are the sessions the process's messages go to, in the order they joined: the
+// snapshot's own slice, clipped, so that what a caller appends to it is a copy of its own.
 func (ps *ProcessSessions) routed() []Member {
 	if r := ps.routes.Load(); r != nil {
-		return r.members
+		return slices.Clip(r.members)
 	}
 	return nil
 }
