@@ -496,8 +496,8 @@ type setting struct {
 
 // answered takes the receipt of the answer to the request of ID key (idKey, as bytes): ok when
 // it succeeded. A setLevel or subscribe that succeeded is kept, to be sent again to a new
-// shared process. It allocates nothing (a receipt is taken for every answer). Callers hold
-// f.mu.
+// shared process. It makes no string of key (a receipt is taken for every answer). Callers
+// hold f.mu.
 func (f *forwarder) answered(key []byte, ok bool) {
 	if st, found := f.setting[string(key)]; found && ok {
 		switch {
