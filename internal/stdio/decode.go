@@ -149,14 +149,12 @@ func fastID(v []byte) (id jsonrpc.ID, fast bool) {
 		return jsonrpc.ID{}, true
 	}
 	if s, ok := rawjson.String(v); ok {
-		id, err := jsonrpc.MakeID(string(s))
-		return id, err == nil
+		return idOf(string(s)), true
 	}
 	// Integers of up to 15 digits survive decodeSlow's float64 unchanged.
 	if len(v) <= 15 {
 		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-			id, err := jsonrpc.MakeID(float64(n))
-			return id, err == nil
+			return idOf(n), true
 		}
 	}
 	return jsonrpc.ID{}, false
