@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/mcp-simple-aggregator/mcp-simple-aggregator/internal/rawjson"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -67,27 +68,41 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 	if string(version) != `"2.0"` {
 		return decodeSlow(line)
 	}
-	msgID, fast := fastID(id)
-	if !fast {
+	kind, idText, idNum := readID(id)
+	if kind == otherID {
 		return decodeSlow(line)
-	}
-	keep := func(v []byte) json.RawMessage {
-		if v == nil || owned {
-			return v
-		}
-		return bytes.Clone(v)
 	}
 	if method != nil && string(method) != "null" {
 		name, ok := rawjson.String(method)
 		if !ok {
 			return decodeSlow(line)
 		}
-		return &jsonrpc.Request{ID: msgID, Method: methodName(name), Params: keep(params)}, nil
+		var req *jsonrpc.Request
+		var room []byte
+		if fitsBox(params, idText, owned) {
+			box := new(requestBox)
+			req, room = &box.req, box.room[:0]
+		} else {
+			req = new(jsonrpc.Request)
+		}
+		req.Method = methodName(name)
+		req.Params, room = keep(params, room, owned)
+		req.ID = makeID(kind, idText, idNum, room)
+		return req, nil
 	}
-	if !msgID.IsValid() {
+	if kind == noID {
 		return nil, errors.New("invalid request: a response without an id")
 	}
-	resp := &jsonrpc.Response{ID: msgID, Result: keep(result)}
+	var resp *jsonrpc.Response
+	var room []byte
+	if fitsBox(result, idText, owned) {
+		box := new(responseBox)
+		resp, room = &box.resp, box.room[:0]
+	} else {
+		resp = new(jsonrpc.Response)
+	}
+	resp.Result, room = keep(result, room, owned)
+	resp.ID = makeID(kind, idText, idNum, room)
 	if errObj != nil && string(errObj) != "null" {
 		var e jsonrpc.Error
 		if err := json.Unmarshal(errObj, &e); err != nil {
@@ -96,6 +111,94 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 		resp.Error = &e
 	}
 	return resp, nil
+}
+
+// A message read is kept beyond the line it was read from, whose buffer the reader reuses:
+// its params or result, and its ID's bytes, are copied. Most messages are small, and for them
+// the copies go in the allocation of the message itself (a box): one allocation where there
+// were three (the message, its params or result, its ID's bytes), for every message read,
+// which were most of the aggregator's allocations a call. A box is 256 bytes, one of the
+// allocator's sizes.
+const boxRoom = 256 - 72 // what a box holds beside the message (72 bytes, either kind)
+
+type requestBox struct {
+	req  jsonrpc.Request
+	room [boxRoom]byte
+}
+
+type responseBox struct {
+	resp jsonrpc.Response
+	room [boxRoom]byte
+}
+
+// fitsBox says whether a message whose params or result are payload, and whose ID's bytes
+// are idText, read from a line that is not owned, is kept in a box: it has something to copy,
+// and room for it.
+func fitsBox(payload, idText []byte, owned bool) bool {
+	n := len(payload) + len(idText)
+	return !owned && n > 0 && n <= boxRoom
+}
+
+// keep is v (params or a result) as the message keeps it: v itself when the line is owned (or
+// v is nil), else a copy, in room when it has room for it (its capacity, after its length),
+// with room grown by it; a copy of its own otherwise. A copy in room ends there (its capacity
+// is its length), so that an append to it does not write over what follows.
+func keep(v, room []byte, owned bool) (json.RawMessage, []byte) {
+	switch {
+	case v == nil || owned:
+		return v, room
+	case cap(room)-len(room) < len(v):
+		return bytes.Clone(v), room
+	}
+	at := len(room)
+	room = append(room, v...)
+	return room[at:len(room):len(room)], room
+}
+
+// The kinds of IDs readID reads.
+type idKind int
+
+const (
+	noID     idKind = iota // absent, or null
+	stringID               // a string without escapes
+	intID                  // an integer of up to 15 digits
+	otherID                // any other: decodeSlow decodes it
+)
+
+// readID reads the common IDs, absent, null, small integers and strings without escapes, as
+// decodeSlow would: a string's bytes (in v), an integer's value; otherID for the others.
+func readID(v []byte) (kind idKind, text []byte, n int64) {
+	if v == nil || string(v) == "null" {
+		return noID, nil, 0
+	}
+	if s, ok := rawjson.String(v); ok {
+		return stringID, s, 0
+	}
+	// Integers of up to 15 digits survive decodeSlow's float64 unchanged.
+	if len(v) <= 15 {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return intID, nil, n
+		}
+	}
+	return otherID, nil, 0
+}
+
+// makeID is the ID readID read: a string's bytes copied into room when it has room for them (a
+// box's, whose bytes are never written again, so that the ID's string may be them), else into
+// a string of their own.
+func makeID(kind idKind, text []byte, n int64, room []byte) jsonrpc.ID {
+	switch kind {
+	case intID:
+		return idOf(n)
+	case stringID:
+		if len(text) == 0 || cap(room)-len(room) < len(text) {
+			return idOf(string(text))
+		}
+		at := len(room)
+		room = append(room, text...)
+		return idOf(unsafe.String(&room[at], len(text)))
+	}
+	return jsonrpc.ID{}
 }
 
 // MethodName is the JSON string v (a method's name as written) decoded, as rawjson.Decode
@@ -141,24 +244,6 @@ func methodName(name []byte) string {
 }
 
 var wireKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-
-// fastID decodes the common IDs, absent, null, small integers and strings without escapes,
-// exactly as decodeSlow would; fast is false for the others.
-func fastID(v []byte) (id jsonrpc.ID, fast bool) {
-	if v == nil || string(v) == "null" {
-		return jsonrpc.ID{}, true
-	}
-	if s, ok := rawjson.String(v); ok {
-		return idOf(string(s)), true
-	}
-	// Integers of up to 15 digits survive decodeSlow's float64 unchanged.
-	if len(v) <= 15 {
-		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-			return idOf(n), true
-		}
-	}
-	return jsonrpc.ID{}, false
-}
 
 // decodeSlow decodes a message with encoding/json: messages with unusual IDs, escaped method
 // names, keys in other cases, and invalid ones.
