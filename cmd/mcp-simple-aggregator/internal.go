@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -30,6 +31,15 @@ func runInternal(args []string, stdin io.Reader, stderr io.Writer) (code int, ok
 	return 0, false
 }
 
+// sharedGCPercent is the shared process's GOGC: its collector runs once its heap has grown by
+// three times what was live after the last collection, where the default (100) waits for once.
+// It is the one process of the program that does every session's work, and what it keeps is
+// small beside what it allocates on the way (each call's messages and records: with one session
+// at the default's floor of 4 MB it collected several times a second under load, a few per cent
+// of its CPU; BENCHMARKS.md, "Round eighteen"). For that, its heap may reach four times what
+// is live instead of twice: the floor 12 MB, and a hundred sessions' records three times over.
+const sharedGCPercent = 300
+
 // runShared runs the program as the shared process of --share (shared.DaemonArg SOCKET
 // LINGER), which a session starts: until it has no session and no server, SIGTERM, or stop.
 // Every line of its log starts with the time it was written.
@@ -42,6 +52,9 @@ func runShared(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s: the linger %q: %v\n", program, shared.DaemonArg, args[1], err)
 		return exitUsage
+	}
+	if os.Getenv("GOGC") == "" { // the user's setting, when there is one, holds
+		debug.SetGCPercent(sharedGCPercent)
 	}
 	stamped := logging.Timestamped(stderr, time.Now)
 	log := logging.New(stamped, slog.LevelInfo)
