@@ -37,7 +37,7 @@ bench-toolsearch: build
 # and the floor of two hops, the start-up of a second session and the memory of five.
 bench-shared: build
 	$(GO) build -o bin/fixture-server ./internal/fixture/server
-	$(GO) run ./internal/bench -only shared -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
+	$(GO) run ./internal/bench -only shared -runs 9 -aggregator bin/mcp-simple-aggregator -fixture bin/fixture-server -out BENCHMARKS.md
 
 # Before and after: the aggregator at BASE (a commit, or several separated by spaces) against
 # this tree, side by side in one run with a direct connection and a byte relay (the floor of any

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 // floor of two hops, two byte relays in a row, as an unshared session is to one; each figure
 // beside the direct connection, one relay, two relays and an unshared session, interleaved in
 // one run, and the shared session against two relays within each run (the machine's speed moves
-// between runs; for throughput, below 1x is fewer calls). Then what sharing is for: the start-up of a session whose servers another session
+// between runs; for throughput, below 1x is fewer calls), measured one after the other
+// (measureOrder). Then what sharing is for: the start-up of a session whose servers another session
 // already runs, and the memory of five sessions of ten servers, shared and unshared. Last, what
 // a session costs on a shared set, and a hundred sessions at once (sharedScale, issue #34).
 func (b *bench) shared() string {
@@ -33,7 +35,7 @@ func (b *bench) shared() string {
 	}
 	// hops are the processes between the client and the server, whose CPU time is the path's.
 	self := func(s *session) []int { return []int{s.cmd.Process.Pid} }
-	ways := []struct {
+	ways := []struct { // in the tables' order; measureOrder names them by their places here
 		label string
 		start func() *session
 		tool  string
@@ -83,8 +85,9 @@ func (b *bench) shared() string {
 		}
 		byWay, cpuByWay := make([][]float64, len(ways)), make([][]float64, len(ways))
 		userByWay := make([][]float64, len(ways))
-		for range *runs {
-			for i, w := range ways {
+		for run := range *runs {
+			for _, i := range measureOrder(run) {
+				w := ways[i]
 				var pids []int
 				if w.hops != nil {
 					pids = w.hops(sessions[i])
@@ -131,6 +134,18 @@ func (b *bench) shared() string {
 	sb.WriteString("\n")
 	sb.WriteString(b.sharedScale())
 	return sb.String()
+}
+
+// measureOrder is the order in which run measures the ways of shared (their indices): two
+// relays and the shared session one after the other, since their ratio within the run is the
+// figure held to a target (the machine's speed moves within a run too), and every other run the
+// other way round, so that a drift within runs favours neither.
+func measureOrder(run int) []int {
+	order := []int{0, 1, 3, 2, 4} // direct, one relay, unshared, two relays, shared
+	if run%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 // sharedStartAndMemory measures ten servers that take 300 ms each to start and hold 40 MiB (a
