@@ -79,7 +79,7 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 		}
 		var req *jsonrpc.Request
 		var room []byte
-		if fitsBox(params, idText, owned) {
+		if fitsBox(params, idText, owned, requestRoom) {
 			box := new(requestBox)
 			req, room = &box.req, box.room[:0]
 		} else {
@@ -95,7 +95,7 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 	}
 	var resp *jsonrpc.Response
 	var room []byte
-	if fitsBox(result, idText, owned) {
+	if fitsBox(result, idText, owned, responseRoom) {
 		box := new(responseBox)
 		resp, room = &box.resp, box.room[:0]
 	} else {
@@ -118,25 +118,29 @@ func decodeMessage(line []byte, owned bool) (jsonrpc.Message, error) {
 // the copies go in the allocation of the message itself (a box): one allocation where there
 // were three (the message, its params or result, its ID's bytes), for every message read,
 // which were most of the aggregator's allocations a call. A box is 256 bytes, one of the
-// allocator's sizes.
-const boxRoom = 256 - 72 // what a box holds beside the message (72 bytes, either kind)
+// allocator's sizes: the message, and room beside it.
+const (
+	boxSize      = 256
+	requestRoom  = boxSize - int(unsafe.Sizeof(jsonrpc.Request{}))
+	responseRoom = boxSize - int(unsafe.Sizeof(jsonrpc.Response{}))
+)
 
 type requestBox struct {
 	req  jsonrpc.Request
-	room [boxRoom]byte
+	room [requestRoom]byte
 }
 
 type responseBox struct {
 	resp jsonrpc.Response
-	room [boxRoom]byte
+	room [responseRoom]byte
 }
 
 // fitsBox says whether a message whose params or result are payload, and whose ID's bytes
-// are idText, read from a line that is not owned, is kept in a box: it has something to copy,
-// and room for it.
-func fitsBox(payload, idText []byte, owned bool) bool {
+// are idText, read from a line that is not owned, is kept in a box of room bytes: it has
+// something to copy, and room for it.
+func fitsBox(payload, idText []byte, owned bool, room int) bool {
 	n := len(payload) + len(idText)
-	return !owned && n > 0 && n <= boxRoom
+	return !owned && n > 0 && n <= room
 }
 
 // keep is v (params or a result) as the message keeps it: v itself when the line is owned (or

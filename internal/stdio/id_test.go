@@ -33,7 +33,7 @@ func TestIDOf(t *testing.T) {
 // a string ID one header, for an integer one at most one word. (MakeID's way took one more each,
 // and the copies of the params or result and of a string ID's bytes one each.)
 func TestDecodeAllocations(t *testing.T) {
-	large := `{"text":"` + strings.Repeat("x", boxRoom) + `"}`
+	large := `{"text":"` + strings.Repeat("x", responseRoom) + `"}`
 	for _, tc := range []struct {
 		line string
 		most float64
